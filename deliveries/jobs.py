@@ -1,0 +1,84 @@
+"""Load claimed deliveries into Jobs: everything a send needs, read once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.conf import settings
+
+from deliveries import signing
+from deliveries.models import Delivery
+from endpoints.selectors import live_secrets
+
+
+@dataclass(frozen=True)
+class Job:
+    delivery_id: str
+    event_id: str
+    endpoint_id: str
+    url: str
+    body: bytes
+    secrets: list[str]
+    attempt_count: int
+    budget_start: int
+    max_attempts: int
+    rate_limit_per_second: float | None
+    is_probe: bool
+
+
+def jobs_load(
+    *,
+    delivery_ids: list[str],
+    lease_until: datetime,
+    probe_ids: set[str],
+    now: datetime,
+) -> list[Job]:
+    """Two queries for a whole batch: deliveries with event and endpoint, then secrets."""
+    rows = list(
+        Delivery.objects.filter(pk__in=delivery_ids, claimed_until=lease_until)
+        .select_related("event", "endpoint")
+        .only(
+            "id",
+            "attempt_count",
+            "budget_start",
+            "event__id",
+            "event__type",
+            "event__data",
+            "event__created_at",
+            "endpoint__id",
+            "endpoint__url",
+            "endpoint__max_attempts",
+            "endpoint__rate_limit_per_second",
+        )
+        .order_by("next_attempt_at", "id")
+    )
+    secrets = live_secrets(endpoint_ids={r.endpoint_id for r in rows}, now=now)
+    bodies: dict[str, bytes] = {}
+    jobs = []
+    for row in rows:
+        event = row.event
+        if event.pk not in bodies:
+            # Serialised once: the bytes signed are exactly the bytes sent.
+            bodies[event.pk] = signing.serialize_body(
+                event_id=event.pk,
+                event_type=event.type,
+                created_at=event.created_at,
+                data=event.data,
+            )
+        jobs.append(
+            Job(
+                delivery_id=row.pk,
+                event_id=event.pk,
+                endpoint_id=row.endpoint_id,
+                url=row.endpoint.url,
+                body=bodies[event.pk],
+                secrets=secrets.get(row.endpoint_id, []),
+                attempt_count=row.attempt_count,
+                budget_start=row.budget_start,
+                max_attempts=row.endpoint.max_attempts or settings.MAX_ATTEMPTS,
+                rate_limit_per_second=row.endpoint.rate_limit_per_second,
+                is_probe=row.pk in probe_ids,
+            )
+        )
+    return jobs

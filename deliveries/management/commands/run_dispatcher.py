@@ -1,0 +1,68 @@
+"""python manage.py run_dispatcher: parse options, wire a Dispatcher, run it."""
+
+from __future__ import annotations
+
+import math
+import signal
+
+from django.conf import settings
+from django.core.management.base import BaseCommand
+
+from deliveries.dispatcher import Dispatcher
+from deliveries.maintenance import StatsRefresher
+from deliveries.transport import Sender
+from deliveries.wakeup import make_waker
+
+
+class Command(BaseCommand):
+    help = "Claim due deliveries and send them; run as many as you like."
+
+    def add_arguments(self, parser) -> None:
+        mode = parser.add_mutually_exclusive_group()
+        mode.add_argument("--once", action="store_true", help="one batch, then exit")
+        mode.add_argument("--drain", action="store_true", help="until nothing is due")
+        parser.add_argument("--batch-size", type=int, default=settings.BATCH_SIZE)
+        parser.add_argument(
+            "--concurrency", type=int, default=settings.DISPATCHER_CONCURRENCY
+        )
+        parser.add_argument("--worker-id", default=settings.WORKER_ID)
+        parser.add_argument("--lease-seconds", type=float, default=None)
+
+    def handle(self, *args, **options) -> None:
+        batch_size = max(1, options["batch_size"])
+        concurrency = max(1, options["concurrency"])
+        lease = options["lease_seconds"]
+        if lease is None:
+            # The contract's default follows the effective batch and concurrency.
+            lease = (
+                settings.CLAIM_LEASE_SECONDS
+                if settings.CLAIM_LEASE_SECONDS_FROM_ENV
+                else math.ceil(batch_size / concurrency) * settings.HTTP_TIMEOUT_SECONDS
+                + 60
+            )
+        dispatcher = Dispatcher(
+            worker_id=options["worker_id"],
+            sender=Sender(
+                timeout=settings.HTTP_TIMEOUT_SECONDS,
+                body_limit=settings.RESPONSE_BODY_LIMIT_BYTES,
+                allow_private=settings.RELAY_ALLOW_PRIVATE_DESTINATIONS,
+            ),
+            batch_size=batch_size,
+            concurrency=concurrency,
+            lease_seconds=lease,
+            poll_interval=settings.POLL_INTERVAL_SECONDS,
+            waker=make_waker(),
+            maintenance=StatsRefresher(),
+        )
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda *_: dispatcher.stop())
+        if options["once"]:
+            try:
+                dispatcher.run_once()
+            finally:
+                dispatcher.close()
+        else:
+            dispatcher.run(drain=options["drain"])
+        self.stdout.write(
+            f"dispatcher {options['worker_id']} stopped: {dispatcher.stats.line()}"
+        )

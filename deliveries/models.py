@@ -1,0 +1,174 @@
+"""What is sent: events, one delivery per subscribed endpoint, and attempts."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+
+from relayproject.ids import new_delivery_id, new_event_id
+
+
+class Event(models.Model):
+    id = models.CharField(primary_key=True, max_length=40, default=new_event_id)
+    merchant = models.ForeignKey(
+        "endpoints.Merchant", on_delete=models.CASCADE, related_name="events"
+    )
+    type = models.CharField(max_length=255)
+    data = models.JSONField()
+    created_at = models.DateTimeField()
+    # Idempotency: a key is unique within the API key's merchant scope
+    # ("platform" or the merchant slug); the fingerprint tells a replay of the
+    # same request from a different request that reuses the key.
+    idempotency_scope = models.CharField(max_length=80, blank=True, default="")
+    idempotency_key = models.CharField(max_length=255, null=True, blank=True)
+    request_fingerprint = models.CharField(max_length=64, blank=True, default="")
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            models.Index(fields=["merchant", "created_at"]),
+            models.Index(fields=["merchant", "type"]),
+        ]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["idempotency_scope", "idempotency_key"],
+                condition=Q(idempotency_key__isnull=False),
+                name="event_unique_idempotency_key",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.id} {self.type}"
+
+
+class Delivery(models.Model):
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        DELIVERING = "delivering", "Delivering"
+        SUCCEEDED = "succeeded", "Succeeded"
+        DEAD = "dead", "Dead"
+
+    id = models.CharField(primary_key=True, max_length=40, default=new_delivery_id)
+    event = models.ForeignKey(
+        Event, on_delete=models.CASCADE, related_name="deliveries"
+    )
+    endpoint = models.ForeignKey(
+        "endpoints.Endpoint", on_delete=models.CASCADE, related_name="deliveries"
+    )
+    status = models.CharField(
+        max_length=16, choices=Status.choices, default=Status.PENDING
+    )
+    # attempt_count never goes back (it numbers attempts); a replay moves
+    # budget_start up to it, so the budget left is max - (count - start).
+    attempt_count = models.PositiveIntegerField(default=0)
+    budget_start = models.PositiveIntegerField(default=0)
+    # When the row is next due. While delivering it equals claimed_until, so
+    # one index and one condition find both due rows and expired leases.
+    next_attempt_at = models.DateTimeField()
+    claimed_by = models.CharField(max_length=200, blank=True, default="")
+    claimed_until = models.DateTimeField(null=True, blank=True)
+    last_attempt_at = models.DateTimeField(null=True, blank=True)
+    last_status_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    last_error = models.CharField(max_length=500, blank=True, default="")
+    last_response_ms = models.FloatField(null=True, blank=True)
+    created_at = models.DateTimeField()
+    succeeded_at = models.DateTimeField(null=True, blank=True)
+    dead_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name_plural = "deliveries"
+        ordering = ["-created_at"]
+        indexes = [
+            # The claim: partial, so succeeded and dead history never costs it.
+            models.Index(
+                fields=["next_attempt_at"],
+                condition=Q(status__in=["pending", "delivering"]),
+                name="delivery_due_idx",
+            ),
+            models.Index(fields=["endpoint", "status", "created_at"]),
+            models.Index(fields=["status", "created_at"]),
+            models.Index(
+                fields=["dead_at"], condition=Q(status="dead"), name="delivery_dead_idx"
+            ),
+            models.Index(
+                fields=["succeeded_at"],
+                condition=Q(status="succeeded"),
+                name="delivery_succeeded_idx",
+            ),
+        ]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["event", "endpoint"], name="delivery_unique_event_endpoint"
+            ),
+            models.CheckConstraint(
+                condition=~Q(status="delivering") | Q(claimed_until__isnull=False),
+                name="delivery_delivering_has_lease",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.id} ({self.status})"
+
+    @property
+    def attempts_in_budget(self) -> int:
+        return self.attempt_count - self.budget_start
+
+
+class Attempt(models.Model):
+    class Outcome(models.TextChoices):
+        SUCCEEDED = "succeeded", "Succeeded"
+        RETRY = "retry", "Will retry"
+        DEAD = "dead", "Dead"
+        GONE = "gone", "Gone (endpoint disabled)"
+
+    delivery = models.ForeignKey(
+        Delivery, on_delete=models.CASCADE, related_name="attempts"
+    )
+    # Denormalised so per-endpoint latency over 24 h is one index range scan.
+    endpoint = models.ForeignKey(
+        "endpoints.Endpoint", on_delete=models.CASCADE, related_name="attempts"
+    )
+    number = models.PositiveIntegerField()
+    started_at = models.DateTimeField()
+    response_ms = models.FloatField(null=True, blank=True)
+    status_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    error_kind = models.CharField(max_length=40, blank=True, default="")
+    error_message = models.CharField(max_length=500, blank=True, default="")
+    response_body = models.TextField(blank=True, default="")
+    worker_id = models.CharField(max_length=200, blank=True, default="")
+    outcome = models.CharField(max_length=16, choices=Outcome.choices)
+
+    class Meta:
+        ordering = ["delivery", "number"]
+        indexes = [models.Index(fields=["endpoint", "started_at"])]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["delivery", "number"], name="attempt_unique_number"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.delivery_id} #{self.number} {self.outcome}"
+
+
+class Counter(models.Model):
+    """A Prometheus counter shard: one row per (process, series).
+
+    Each dispatcher adds to its own rows, so there is no hot row to fight over;
+    /metrics sums the shards, which stays correct across hosts and restarts.
+    """
+
+    shard = models.CharField(max_length=200)
+    name = models.CharField(max_length=80)
+    label = models.CharField(max_length=80, blank=True, default="")
+    value = models.FloatField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["shard", "name", "label"], name="counter_unique_series"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name}{{{self.label}}}={self.value} ({self.shard})"

@@ -1,0 +1,260 @@
+"""Record what a send did: the attempt, the delivery, the endpoint's health.
+
+One short transaction per flush, never spanning a send. Fencing: a delivery
+row changes only while this worker still holds the lease it was claimed
+with, so a worker whose lease was taken over cannot overwrite the new owner.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections import Counter as Tally
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+
+from deliveries import counters, retry
+from deliveries.models import Attempt, Delivery
+from deliveries.transport import SendResult
+from endpoints import breaker
+from endpoints.models import Endpoint, EndpointHealth
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Sent:
+    """A delivery as it was claimed, and what its send returned."""
+
+    delivery_id: str
+    endpoint_id: str
+    lease_until: datetime
+    attempt_count: int  # at claim time
+    budget_start: int
+    max_attempts: int
+    is_probe: bool
+    started_at: datetime
+    result: SendResult
+
+
+@dataclass
+class Recorded:
+    fenced: list[str] = field(default_factory=list)
+    tally: Tally = field(default_factory=Tally)
+    # Endpoints whose breaker is open after this flush, with the next probe time.
+    opened: dict[str, datetime] = field(default_factory=dict)
+
+
+def outcomes_record(
+    *, sent: list[Sent], worker_id: str, now: datetime, rand: random.Random
+) -> Recorded:
+    recorded = Recorded()
+    if not sent:
+        return recorded
+    with transaction.atomic():
+        # Health rows are locked in primary-key order so two dispatchers
+        # recording for the same endpoints cannot deadlock.
+        endpoint_ids = sorted({s.endpoint_id for s in sent})
+        healths = {
+            h.pk: h
+            for h in EndpointHealth.objects.select_for_update()
+            .filter(pk__in=endpoint_ids)
+            .order_by("pk")
+        }
+        attempts: list[Attempt] = []
+        gone: set[str] = set()
+        for item in sent:
+            verdict = _verdict(item)
+            if not _update_delivery(
+                item, verdict, worker_id=worker_id, now=now, rand=rand
+            ):
+                recorded.fenced.append(item.delivery_id)
+                logger.warning(
+                    "fenced delivery=%s: lease taken over, outcome dropped",
+                    item.delivery_id,
+                )
+                continue
+            attempts.append(_attempt_row(item, verdict, worker_id=worker_id))
+            health = healths.get(item.endpoint_id)
+            if health is not None:
+                _apply_breaker(health, item, now=now)
+            if verdict == retry.Verdict.GONE:
+                gone.add(item.endpoint_id)
+            _count(recorded.tally, item, verdict)
+            _log(item, verdict)
+        Attempt.objects.bulk_create(attempts)
+        for health in healths.values():
+            health.save(update_fields=_HEALTH_FIELDS)
+            if health.breaker_state != EndpointHealth.State.CLOSED:
+                recorded.opened[health.pk] = health.next_probe_at or now
+        if gone:
+            Endpoint.objects.filter(pk__in=gone, is_active=True).update(
+                is_active=False,
+                disabled_reason="the receiver answered 410 Gone",
+                disabled_at=now,
+            )
+        counters.counters_add(shard=worker_id, tally=recorded.tally)
+    return recorded
+
+
+def _verdict(item: Sent) -> retry.Verdict:
+    verdict = retry.classify(
+        status_code=item.result.status_code, error_kind=item.result.error_kind
+    )
+    used = item.attempt_count + 1 - item.budget_start
+    if verdict == retry.Verdict.RETRY and used >= item.max_attempts:
+        return retry.Verdict.DEAD
+    return verdict
+
+
+def _update_delivery(
+    item: Sent,
+    verdict: retry.Verdict,
+    *,
+    worker_id: str,
+    now: datetime,
+    rand: random.Random,
+) -> bool:
+    result = item.result
+    fields: dict = {
+        "attempt_count": item.attempt_count + 1,
+        "last_attempt_at": item.started_at,
+        "last_status_code": result.status_code,
+        "last_error": _error_text(result),
+        "last_response_ms": result.duration_ms,
+        "claimed_by": "",
+        "claimed_until": None,
+    }
+    if verdict == retry.Verdict.SUCCEEDED:
+        fields.update(status=Delivery.Status.SUCCEEDED, succeeded_at=now)
+    elif verdict == retry.Verdict.RETRY:
+        delay = retry.next_delay(
+            failed_attempts=item.attempt_count + 1 - item.budget_start,
+            status_code=result.status_code,
+            retry_after_header=result.retry_after,
+            base=settings.RETRY_BASE_SECONDS,
+            max_delay=settings.RETRY_MAX_DELAY_SECONDS,
+            rand=rand,
+            now=now,
+        )
+        fields.update(
+            status=Delivery.Status.PENDING,
+            next_attempt_at=now + timedelta(seconds=delay),
+        )
+    else:
+        fields.update(status=Delivery.Status.DEAD, dead_at=now)
+    return bool(
+        Delivery.objects.filter(
+            pk=item.delivery_id,
+            status=Delivery.Status.DELIVERING,
+            claimed_by=worker_id,
+            claimed_until=item.lease_until,
+        ).update(**fields)
+    )
+
+
+def _attempt_row(item: Sent, verdict: retry.Verdict, *, worker_id: str) -> Attempt:
+    result = item.result
+    return Attempt(
+        delivery_id=item.delivery_id,
+        endpoint_id=item.endpoint_id,
+        number=item.attempt_count + 1,
+        started_at=item.started_at,
+        response_ms=result.duration_ms,
+        status_code=result.status_code,
+        error_kind=result.error_kind
+        or (retry.HTTP_STATUS if verdict != retry.Verdict.SUCCEEDED else ""),
+        error_message=result.error_message[:500],
+        response_body=result.body_excerpt,
+        worker_id=worker_id,
+        outcome=str(verdict),
+    )
+
+
+_HEALTH_FIELDS = [
+    "breaker_state",
+    "consecutive_failures",
+    "cooldown_seconds",
+    "opened_at",
+    "next_probe_at",
+    "probe_delivery_id",
+    "breaker_reason",
+    "last_success_at",
+    "last_failure_at",
+]
+
+
+def _apply_breaker(health: EndpointHealth, item: Sent, *, now: datetime) -> None:
+    """Move the breaker (pure rules in endpoints.breaker) and copy it back."""
+    succeeded = 200 <= (item.result.status_code or 0) < 300
+    state = breaker.Breaker(
+        state=health.breaker_state,
+        consecutive_failures=health.consecutive_failures,
+        cooldown_seconds=health.cooldown_seconds,
+        opened_at=health.opened_at,
+        next_probe_at=health.next_probe_at,
+        reason=health.breaker_reason,
+    )
+    probing = health.breaker_state == EndpointHealth.State.HALF_OPEN
+    if succeeded:
+        health.last_success_at = now
+        state = breaker.after_success(
+            state, now=now, base_cooldown=settings.BREAKER_COOLDOWN_SECONDS
+        )
+    else:
+        health.last_failure_at = now
+        if probing and not item.is_probe:
+            # A late result of a send from before the breaker opened: it counts,
+            # but only the probe decides what happens to a half-open breaker.
+            state = replace(state, consecutive_failures=state.consecutive_failures + 1)
+        else:
+            state = breaker.after_failure(
+                state,
+                now=now,
+                threshold=health.failure_threshold,
+                base_cooldown=settings.BREAKER_COOLDOWN_SECONDS,
+                max_cooldown=settings.BREAKER_MAX_COOLDOWN_SECONDS,
+                error=_error_text(item.result),
+            )
+    if item.is_probe or state.state != EndpointHealth.State.HALF_OPEN:
+        health.probe_delivery_id = ""
+    health.breaker_state = state.state
+    health.consecutive_failures = state.consecutive_failures
+    health.cooldown_seconds = state.cooldown_seconds
+    health.opened_at = state.opened_at
+    health.next_probe_at = state.next_probe_at
+    health.breaker_reason = state.reason[:300]
+
+
+def _error_text(result: SendResult) -> str:
+    if result.error_kind:
+        return result.error_kind
+    if result.status_code is not None and not 200 <= result.status_code < 300:
+        return f"http {result.status_code}"
+    return ""
+
+
+def _count(tally: Tally, item: Sent, verdict: retry.Verdict) -> None:
+    tally[(counters.ATTEMPTS, str(verdict))] += 1
+    if verdict == retry.Verdict.SUCCEEDED:
+        tally[(counters.DELIVERIES, "succeeded")] += 1
+    elif verdict in (retry.Verdict.DEAD, retry.Verdict.GONE):
+        tally[(counters.DELIVERIES, "dead")] += 1
+    counters.observe_duration(tally, item.result.duration_ms / 1000)
+
+
+def _log(item: Sent, verdict: retry.Verdict) -> None:
+    # Ids, outcome, status and timing only: never payloads, secrets or bodies.
+    logger.info(
+        "attempt delivery=%s endpoint=%s number=%d outcome=%s status=%s ms=%.1f error=%s",
+        item.delivery_id,
+        item.endpoint_id,
+        item.attempt_count + 1,
+        verdict,
+        item.result.status_code if item.result.status_code is not None else "-",
+        item.result.duration_ms,
+        item.result.error_kind or "-",
+    )

@@ -1,0 +1,116 @@
+"""What an attempt's outcome means, and how long to wait before the next one.
+
+Pure: no Django, no clock, no global random state (contract section 5). The
+caller decides "attempts exhausted -> dead"; this module only classifies.
+"""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from enum import StrEnum
+
+# Error kinds, stored on Attempt.error_kind; the transport sets them.
+TIMEOUT = "timeout"
+CONNECTION = "connection_error"
+DNS = "dns_error"
+TLS = "tls_error"
+DESTINATION_BLOCKED = "destination_blocked"
+LEASE_EXPIRED = "lease_expired"
+HTTP_STATUS = "http_status"
+
+# Statuses in 4xx that mean "try later" rather than "this request is wrong".
+RETRYABLE_4XX = frozenset({408, 425, 429})
+# Only these carry a Retry-After we honour (contract section 5).
+RETRY_AFTER_STATUSES = frozenset({429, 503})
+
+
+class Verdict(StrEnum):
+    SUCCEEDED = "succeeded"
+    RETRY = "retry"
+    DEAD = "dead"
+    GONE = "gone"  # 410: dead, and the endpoint is disabled
+
+
+def classify(*, status_code: int | None, error_kind: str | None) -> Verdict:
+    """Map one attempt's outcome to a verdict (contract section 5).
+
+    A status code, when present, decides; anything unrecognised is retried,
+    since the attempt budget bounds a retry but a wrong "dead" loses the event.
+    """
+    if status_code is not None:
+        if 200 <= status_code <= 299:
+            return Verdict.SUCCEEDED
+        if status_code == 410:
+            return Verdict.GONE
+        if status_code in RETRYABLE_4XX:
+            return Verdict.RETRY
+        if 400 <= status_code <= 499:
+            return Verdict.DEAD
+        # 3xx (redirects are never followed), 5xx, 1xx and out-of-range codes.
+        return Verdict.RETRY
+    if error_kind == DESTINATION_BLOCKED:
+        # Resending cannot help until someone changes the endpoint URL.
+        return Verdict.DEAD
+    # timeout, connection, DNS, TLS, lease_expired, and unknown kinds.
+    return Verdict.RETRY
+
+
+def parse_retry_after(value: str | None, *, now: datetime) -> float | None:
+    """Return the Retry-After delay in seconds (>= 0), or None if unusable.
+
+    Accepts delay-seconds or an HTTP-date; ``now`` must be timezone-aware.
+    """
+    if value is None:
+        return None
+    value = value.strip()
+    if not value:
+        return None
+    # isascii() first: str.isdigit() also accepts digits such as "²".
+    if value.isascii() and value.isdigit():
+        return float(int(value))
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if when.tzinfo is None:
+        # "-0000" yields a naive datetime; HTTP-dates are always GMT.
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - now).total_seconds())
+
+
+def backoff_seconds(
+    *, failed_attempts: int, base: float, max_delay: float, rand: random.Random
+) -> float:
+    """Return a full-jitter delay: uniform(0, min(max_delay, base * 2**n))."""
+    if failed_attempts < 0:
+        raise ValueError("failed_attempts must be >= 0")
+    try:
+        raw = base * 2.0**failed_attempts
+    except OverflowError:
+        # 2.0**n overflows past n ~ 1023; the cap is max_delay long before.
+        raw = max_delay
+    return rand.uniform(0.0, min(max_delay, raw))
+
+
+def next_delay(
+    *,
+    failed_attempts: int,
+    status_code: int | None,
+    retry_after_header: str | None,
+    base: float,
+    max_delay: float,
+    rand: random.Random,
+    now: datetime,
+) -> float:
+    """Return seconds until the next attempt: Retry-After on 429/503 when it
+    parses (clamped to ``max_delay``), else full-jitter backoff.
+    """
+    if status_code in RETRY_AFTER_STATUSES:
+        retry_after = parse_retry_after(retry_after_header, now=now)
+        if retry_after is not None:
+            return min(retry_after, max_delay)
+    return backoff_seconds(
+        failed_attempts=failed_attempts, base=base, max_delay=max_delay, rand=rand
+    )

@@ -1,0 +1,89 @@
+"""Standard Webhooks signing: secrets, the signature header and the signed body.
+
+Pure: no Django, no I/O. The body bytes returned by ``serialize_body`` are the
+exact bytes that must be both signed and sent (contract section 4).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from secrets import token_bytes
+
+SECRET_PREFIX = "whsec_"
+SECRET_BYTES = 32
+SIGNATURE_VERSION = "v1"
+
+
+def generate_secret() -> str:
+    """Return a new endpoint secret: ``whsec_`` + base64 of 32 random bytes."""
+    return SECRET_PREFIX + base64.b64encode(token_bytes(SECRET_BYTES)).decode("ascii")
+
+
+def _key(secret: str) -> bytes:
+    # validate=True so a mangled secret fails loudly instead of silently
+    # signing with a different key that no receiver can verify.
+    return base64.b64decode(secret.removeprefix(SECRET_PREFIX), validate=True)
+
+
+def sign(*, secret: str, msg_id: str, timestamp: int, body: bytes) -> str:
+    """Return ``v1,<base64 HMAC-SHA256(key, "{msg_id}.{timestamp}." + body)>``.
+
+    Raises ``ValueError`` if the secret is not valid base64.
+    """
+    to_sign = f"{msg_id}.{timestamp}.".encode() + body
+    digest = hmac.new(_key(secret), to_sign, hashlib.sha256).digest()
+    return f"{SIGNATURE_VERSION},{base64.b64encode(digest).decode('ascii')}"
+
+
+def signature_header(
+    *, secrets: Sequence[str], msg_id: str, timestamp: int, body: bytes
+) -> str:
+    """Return the ``webhook-signature`` value: one space-separated ``v1,...`` per
+    secret, in the order given (newest first), so receivers holding either the
+    current or the previous secret verify during a rotation overlap.
+    """
+    if not secrets:
+        # An empty header would be sent as "unsigned", which receivers reject
+        # with a confusing error; fail where the bug is.
+        raise ValueError("at least one secret is required")
+    return " ".join(
+        sign(secret=s, msg_id=msg_id, timestamp=timestamp, body=body) for s in secrets
+    )
+
+
+def format_timestamp(value: datetime) -> str:
+    """Return ``value`` in UTC as ``YYYY-MM-DDTHH:MM:SS.ffffffZ``.
+
+    Raises ``ValueError`` for a naive datetime.
+    """
+    if value.tzinfo is None or value.utcoffset() is None:
+        # Guessing the zone of a naive value would put a wrong instant into a
+        # signed body that receivers cannot question.
+        raise ValueError("created_at must be timezone-aware")
+    # Fixed-width microseconds: isoformat() drops them when zero, which gives
+    # receivers two shapes to parse.
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def serialize_body(
+    *, event_id: str, event_type: str, created_at: datetime, data: object
+) -> bytes:
+    """Return the compact UTF-8 JSON body ``{"id","type","timestamp","data"}``.
+
+    Raises ``TypeError``/``ValueError`` if ``data`` is not plain JSON (NaN and
+    Infinity included, which are not JSON and break strict receivers).
+    """
+    payload = {
+        "id": event_id,
+        "type": event_type,
+        "timestamp": format_timestamp(created_at),
+        "data": data,
+    }
+    return json.dumps(
+        payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    ).encode("utf-8")

@@ -1,0 +1,138 @@
+"""Which URLs the relay may call, and an HTTP session that keeps to them.
+
+Contract section 4: redirects are never followed, and unless private
+destinations are allowed, a host that resolves to any non-global address is
+refused, both when an endpoint is saved and again at send time. No Django
+imports: this module must load (and be tested) without settings.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from collections.abc import Callable
+from urllib.parse import urlsplit
+
+import requests
+import requests_hardened
+from requests_hardened.ip_filter import EXTRA_BLOCKED_NET_RANGES
+
+ALLOWED_SCHEMES = frozenset({"http", "https"})
+DEFAULT_PORTS = {"http": 80, "https": 443}
+DNS_ERROR = "dns_error"
+
+Resolver = Callable[[str, int], list[str]]
+
+
+class DestinationRefused(ValueError):
+    """Raised when a URL may not be called; .reason is a short human sentence, .code a slug."""
+
+    def __init__(self, reason: str, code: str = "destination_blocked") -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.code = code
+
+
+def resolve_host(host: str, port: int) -> list[str]:
+    """Every address getaddrinfo gives for host, in its order, without repeats."""
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return list(dict.fromkeys(str(info[4][0]) for info in infos))
+
+
+def is_public_address(ip: str) -> bool:
+    """True only for globally routable unicast addresses."""
+    try:
+        addr = ipaddress.ip_address(ip)
+    except ValueError:
+        return False
+    # ::ffff:127.0.0.1 reaches 127.0.0.1; judge the IPv4 address it carries.
+    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
+        addr = addr.ipv4_mapped
+    if isinstance(addr, ipaddress.IPv6Address) and addr.is_site_local:
+        return False
+    if (
+        not addr.is_global
+        or addr.is_multicast
+        or addr.is_reserved
+        or addr.is_unspecified
+        or addr.is_loopback
+        or addr.is_link_local
+        or addr.is_private
+    ):
+        return False
+    # Ranges that is_global misses on some CPython releases, or that route to
+    # internal workloads (CGNAT, NAT64, 6to4); the session filter uses them too.
+    return not any(addr in net for net in EXTRA_BLOCKED_NET_RANGES)
+
+
+def check_url(
+    url: str, *, allow_private: bool, resolve: Resolver | None = None
+) -> list[str]:
+    """Refuse url unless it is http(s), has a host and no credentials, and every
+    address its host resolves to is public (or allow_private). Returns the addresses.
+    """
+    host, port = _host_and_port(url)
+    try:
+        addresses = (resolve or resolve_host)(host, port)
+    except (OSError, UnicodeError) as exc:  # gaierror; IDNA rejects some labels
+        raise DestinationRefused(
+            f"could not resolve host {host!r}", code=DNS_ERROR
+        ) from exc
+    if not addresses:
+        raise DestinationRefused(f"could not resolve host {host!r}", code=DNS_ERROR)
+    if not allow_private:
+        # Any one bad address is enough: a client may try them all in turn.
+        for address in addresses:
+            if not is_public_address(address):
+                raise DestinationRefused(
+                    f"host {host!r} resolves to {address}, which is not a public address"
+                )
+    return addresses
+
+
+def _host_and_port(url: str) -> tuple[str, int]:
+    # urlsplit silently drops tabs and newlines that other parsers keep; refusing
+    # them means the host checked here is the host requests connects to.
+    if any(ch <= " " or ch == "\x7f" for ch in url):
+        raise DestinationRefused("the URL contains whitespace or control characters")
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:  # bad brackets, non-numeric or out-of-range port
+        raise DestinationRefused(f"the URL is not valid: {exc}") from exc
+    if parts.scheme not in ALLOWED_SCHEMES:
+        raise DestinationRefused("only http and https URLs may be called")
+    # Any "@" is userinfo, even an empty one; it is also a classic way to make
+    # two URL parsers disagree about the host.
+    if "@" in parts.netloc:
+        raise DestinationRefused("credentials in the URL are not allowed")
+    host = (parts.hostname or "").lower()
+    if not host:
+        raise DestinationRefused("the URL has no host")
+    if "%" in host:
+        # IPv6 zone ids and percent-encoded hosts decode differently per parser.
+        raise DestinationRefused("the host may not contain '%'")
+    if port == 0:
+        raise DestinationRefused("port 0 is not valid")
+    return host, port or DEFAULT_PORTS[parts.scheme]
+
+
+def build_session(*, allow_private: bool, user_agent: str) -> requests.Session:
+    """A session that never follows redirects and, unless allow_private, connects
+    only to the address it resolved and checked itself (no second lookup).
+
+    requests-hardened checks only the first address it resolves, so callers also
+    run check_url at send time; that one refuses if any address is non-public.
+    """
+    config = requests_hardened.Config(
+        ip_filter_enable=not allow_private,
+        ip_filter_allow_loopback_ips=False,
+        never_redirect=True,
+        default_timeout=None,  # the caller passes its own timeout on every request
+        user_agent_override=user_agent,
+    )
+    session = requests_hardened.Manager(config).get_session()
+    # An environment proxy would resolve the name itself, after our check, and
+    # ~/.netrc would add credentials to a merchant's URL: neither may apply.
+    session.trust_env = False
+    return session

@@ -1,0 +1,189 @@
+"""Who receives webhooks: merchants, their endpoints, secrets and health."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from relayproject.ids import new_endpoint_id
+
+
+class Merchant(models.Model):
+    slug = models.SlugField(max_length=64, unique=True)
+    name = models.CharField(max_length=200)
+    is_active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    users = models.ManyToManyField(
+        settings.AUTH_USER_MODEL, through="Membership", related_name="merchants"
+    )
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class Membership(models.Model):
+    class Role(models.TextChoices):
+        OWNER = "owner", "Owner"
+        DEVELOPER = "developer", "Developer"
+        VIEWER = "viewer", "Viewer"
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE)
+    merchant = models.ForeignKey(Merchant, on_delete=models.CASCADE)
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.VIEWER)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["user", "merchant"], name="membership_unique_user_merchant"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} @ {self.merchant} ({self.role})"
+
+    @property
+    def can_edit(self) -> bool:
+        return self.role in (self.Role.OWNER, self.Role.DEVELOPER)
+
+
+class Endpoint(models.Model):
+    id = models.CharField(primary_key=True, max_length=40, default=new_endpoint_id)
+    merchant = models.ForeignKey(
+        Merchant, on_delete=models.CASCADE, related_name="endpoints"
+    )
+    url = models.URLField(max_length=2000)
+    description = models.CharField(max_length=500, blank=True, default="")
+    # [] subscribes to every type; "payment.*" to every "payment." type.
+    event_types = models.JSONField(default=list, blank=True)
+    is_active = models.BooleanField(default=True)
+    disabled_reason = models.CharField(max_length=300, blank=True, default="")
+    disabled_at = models.DateTimeField(null=True, blank=True)
+    max_attempts = models.PositiveIntegerField(null=True, blank=True)
+    rate_limit_per_second = models.FloatField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["merchant", "created_at"]
+        indexes = [models.Index(fields=["merchant", "is_active"])]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(rate_limit_per_second__isnull=True)
+                | Q(rate_limit_per_second__gt=0),
+                name="endpoint_rate_limit_positive",
+            ),
+            models.CheckConstraint(
+                condition=Q(max_attempts__isnull=True) | Q(max_attempts__gte=1),
+                name="endpoint_max_attempts_positive",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.id} {self.url}"
+
+
+class EndpointSecret(models.Model):
+    """A signing secret; during a rotation the previous one signs until it expires."""
+
+    endpoint = models.ForeignKey(
+        Endpoint, on_delete=models.CASCADE, related_name="secrets"
+    )
+    secret = models.CharField(max_length=100)
+    created_at = models.DateTimeField()
+    expires_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["endpoint", "expires_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.secret[:10]}… ({self.endpoint_id})"
+
+    @property
+    def masked(self) -> str:
+        return f"{self.secret[:10]}…{self.secret[-4:]}"
+
+
+class EndpointHealth(models.Model):
+    """Breaker, rate-limit bucket and rolling latency of one endpoint.
+
+    The row is the lock that makes breaker counters exact across dispatchers:
+    every outcome updates it under SELECT ... FOR UPDATE.
+    """
+
+    class State(models.TextChoices):
+        CLOSED = "closed", "Closed"
+        OPEN = "open", "Open"
+        HALF_OPEN = "half_open", "Half-open"
+
+    endpoint = models.OneToOneField(
+        Endpoint, on_delete=models.CASCADE, primary_key=True, related_name="health"
+    )
+    breaker_state = models.CharField(
+        max_length=16, choices=State.choices, default=State.CLOSED
+    )
+    consecutive_failures = models.PositiveIntegerField(default=0)
+    failure_threshold = models.PositiveIntegerField()
+    cooldown_seconds = models.FloatField()
+    opened_at = models.DateTimeField(null=True, blank=True)
+    next_probe_at = models.DateTimeField(null=True, blank=True)
+    probe_delivery_id = models.CharField(max_length=40, blank=True, default="")
+    breaker_reason = models.CharField(max_length=300, blank=True, default="")
+    last_success_at = models.DateTimeField(null=True, blank=True)
+    last_failure_at = models.DateTimeField(null=True, blank=True)
+    # Token bucket shared by all dispatchers; plain seconds keep the atomic
+    # UPDATE arithmetic identical on PostgreSQL and SQLite.
+    rate_tokens = models.FloatField(default=0)
+    rate_updated_at = models.FloatField(default=0)
+    # Rolling 24 h statistics, written by refresh_endpoint_stats.
+    p50_ms = models.FloatField(null=True, blank=True)
+    p95_ms = models.FloatField(null=True, blank=True)
+    p99_ms = models.FloatField(null=True, blank=True)
+    sample_count = models.PositiveIntegerField(default=0)
+    success_rate = models.FloatField(null=True, blank=True)
+    is_slow = models.BooleanField(default=False)
+    stats_refreshed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name_plural = "endpoint health"
+        indexes = [models.Index(fields=["p95_ms"])]
+
+    def __str__(self) -> str:
+        return f"{self.endpoint_id}: {self.breaker_state}"
+
+    @property
+    def probe_in_flight(self) -> bool:
+        return bool(self.probe_delivery_id)
+
+
+class ApiKey(models.Model):
+    """A REST API key: platform-wide when merchant is empty, else scoped to it."""
+
+    name = models.CharField(max_length=200)
+    merchant = models.ForeignKey(
+        Merchant,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="api_keys",
+    )
+    prefix = models.CharField(max_length=16, unique=True)
+    key_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "API key"
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+    @property
+    def is_platform(self) -> bool:
+        return self.merchant_id is None

@@ -1,0 +1,38 @@
+"""Reads for merchants and endpoints."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from datetime import datetime
+
+from django.db.models import Q, QuerySet
+
+from endpoints.matching import subscribes_to
+from endpoints.models import Endpoint, EndpointSecret
+
+
+def endpoints_subscribed(*, merchant_id: int, event_type: str) -> list[Endpoint]:
+    """Active endpoints of a merchant whose event_types match event_type."""
+    candidates = Endpoint.objects.filter(merchant_id=merchant_id, is_active=True).only(
+        "id", "event_types", "merchant_id"
+    )
+    return [e for e in candidates if subscribes_to(e.event_types, event_type)]
+
+
+def live_secrets(*, endpoint_ids: Iterable[str], now: datetime) -> dict[str, list[str]]:
+    """Secrets that still sign, newest first, for each endpoint."""
+    rows = (
+        EndpointSecret.objects.filter(endpoint_id__in=list(endpoint_ids))
+        .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
+        .order_by("endpoint_id", "-created_at", "-id")
+        .values_list("endpoint_id", "secret")
+    )
+    secrets: dict[str, list[str]] = defaultdict(list)
+    for endpoint_id, secret in rows:
+        secrets[endpoint_id].append(secret)
+    return dict(secrets)
+
+
+def endpoints_of_merchant(*, merchant_id: int) -> QuerySet[Endpoint]:
+    return Endpoint.objects.filter(merchant_id=merchant_id).select_related("health")

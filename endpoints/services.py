@@ -1,0 +1,273 @@
+"""Writes for merchants, endpoints, secrets and endpoint health."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import F, Value
+from django.db.models.functions import Greatest, Least
+from django.db.models.lookups import GreaterThanOrEqual
+
+from endpoints import destinations, ratelimit
+from endpoints.matching import is_valid_subscription
+from endpoints.models import Endpoint, EndpointHealth, EndpointSecret, Merchant
+from relayproject.clock import utcnow
+
+_UNSET = object()
+
+
+def _new_secret() -> str:
+    from deliveries.signing import generate_secret  # deliveries points at us, not back
+
+    return generate_secret()
+
+
+def merchant_create(*, slug: str, name: str) -> Merchant:
+    merchant = Merchant(slug=slug, name=name)
+    merchant.full_clean()
+    merchant.save()
+    return merchant
+
+
+def endpoint_url_check(url: str) -> None:
+    """Raise ValidationError({"url": reason}) when the destination policy refuses url."""
+    try:
+        destinations.check_url(
+            url, allow_private=settings.RELAY_ALLOW_PRIVATE_DESTINATIONS
+        )
+    except destinations.DestinationRefused as exc:
+        raise ValidationError({"url": [exc.reason]}) from exc
+
+
+def _clean_fields(
+    *,
+    url: str | None,
+    event_types: Sequence[str] | None,
+    max_attempts: int | None,
+    rate_limit_per_second: float | None,
+) -> dict[str, list[str]]:
+    errors: dict[str, list[str]] = {}
+    if url is not None:
+        if len(url) > 2000:
+            errors["url"] = ["At most 2000 characters."]
+        else:
+            try:
+                endpoint_url_check(url)
+            except ValidationError as exc:
+                errors.update(exc.message_dict)
+    if event_types is not None:
+        bad = [
+            t
+            for t in event_types
+            if not isinstance(t, str) or not is_valid_subscription(t)
+        ]
+        if bad:
+            errors["event_types"] = [
+                f"Not an event type or prefix.* pattern: {bad[0]!r}."
+            ]
+    if max_attempts is not None and not 1 <= max_attempts <= 100:
+        errors["max_attempts"] = ["Must be between 1 and 100."]
+    if rate_limit_per_second is not None and not 0 < rate_limit_per_second <= 10000:
+        errors["rate_limit_per_second"] = ["Must be above 0 and at most 10000."]
+    return errors
+
+
+def endpoint_create(
+    *,
+    merchant: Merchant,
+    url: str,
+    description: str = "",
+    event_types: Sequence[str] = (),
+    max_attempts: int | None = None,
+    rate_limit_per_second: float | None = None,
+    now: datetime | None = None,
+) -> Endpoint:
+    """Create an endpoint with its first signing secret and a closed breaker."""
+    now = now or utcnow()
+    errors = _clean_fields(
+        url=url,
+        event_types=event_types,
+        max_attempts=max_attempts,
+        rate_limit_per_second=rate_limit_per_second,
+    )
+    if len(description) > 500:
+        errors["description"] = ["At most 500 characters."]
+    if errors:
+        raise ValidationError(errors)
+    with transaction.atomic():
+        endpoint = Endpoint.objects.create(
+            merchant=merchant,
+            url=url,
+            description=description,
+            event_types=list(dict.fromkeys(event_types)),
+            max_attempts=max_attempts,
+            rate_limit_per_second=rate_limit_per_second,
+        )
+        EndpointSecret.objects.create(
+            endpoint=endpoint, secret=_new_secret(), created_at=now
+        )
+        EndpointHealth.objects.create(
+            endpoint=endpoint,
+            failure_threshold=settings.BREAKER_FAILURE_THRESHOLD,
+            cooldown_seconds=settings.BREAKER_COOLDOWN_SECONDS,
+        )
+    return endpoint
+
+
+def endpoint_update(
+    *,
+    endpoint: Endpoint,
+    url=_UNSET,
+    description=_UNSET,
+    event_types=_UNSET,
+    max_attempts=_UNSET,
+    rate_limit_per_second=_UNSET,
+    is_active=_UNSET,
+    now: datetime | None = None,
+) -> Endpoint:
+    """Change only the fields given; validate them all before writing any."""
+    errors = _clean_fields(
+        url=None if url is _UNSET else url,
+        event_types=None if event_types is _UNSET else event_types,
+        max_attempts=None if max_attempts is _UNSET else max_attempts,
+        rate_limit_per_second=None
+        if rate_limit_per_second is _UNSET
+        else rate_limit_per_second,
+    )
+    if description is not _UNSET and len(description or "") > 500:
+        errors["description"] = ["At most 500 characters."]
+    if errors:
+        raise ValidationError(errors)
+    changes = {
+        "url": url,
+        "description": description,
+        "event_types": list(dict.fromkeys(event_types))
+        if event_types is not _UNSET
+        else _UNSET,
+        "max_attempts": max_attempts,
+        "rate_limit_per_second": rate_limit_per_second,
+    }
+    for field, value in changes.items():
+        if value is not _UNSET:
+            setattr(endpoint, field, value)
+    with transaction.atomic():
+        endpoint.save()
+        if is_active is True and not endpoint.is_active:
+            endpoint_enable(endpoint=endpoint)
+        elif is_active is False and endpoint.is_active:
+            endpoint_disable(endpoint=endpoint, reason="disabled by user", now=now)
+    return endpoint
+
+
+def endpoint_disable(
+    *, endpoint: Endpoint, reason: str, now: datetime | None = None
+) -> None:
+    endpoint.is_active = False
+    endpoint.disabled_reason = reason[:300]
+    endpoint.disabled_at = now or utcnow()
+    endpoint.save(
+        update_fields=["is_active", "disabled_reason", "disabled_at", "updated_at"]
+    )
+
+
+def endpoint_enable(*, endpoint: Endpoint) -> None:
+    """Enable and give the breaker a fresh start: the merchant says it is fixed."""
+    endpoint.is_active = True
+    endpoint.disabled_reason = ""
+    endpoint.disabled_at = None
+    endpoint.save(
+        update_fields=["is_active", "disabled_reason", "disabled_at", "updated_at"]
+    )
+    endpoint_breaker_reset(endpoint_id=endpoint.pk)
+
+
+def endpoint_breaker_reset(*, endpoint_id: str) -> None:
+    EndpointHealth.objects.filter(endpoint_id=endpoint_id).update(
+        breaker_state=EndpointHealth.State.CLOSED,
+        consecutive_failures=0,
+        cooldown_seconds=settings.BREAKER_COOLDOWN_SECONDS,
+        opened_at=None,
+        next_probe_at=None,
+        probe_delivery_id="",
+        breaker_reason="",
+    )
+
+
+def endpoint_breaker_open(
+    *, endpoint_id: str, reason: str, now: datetime | None = None
+) -> None:
+    """Open the breaker by hand (staff), for one base cooldown."""
+    now = now or utcnow()
+    cooldown = settings.BREAKER_COOLDOWN_SECONDS
+    EndpointHealth.objects.filter(endpoint_id=endpoint_id).update(
+        breaker_state=EndpointHealth.State.OPEN,
+        cooldown_seconds=cooldown,
+        opened_at=now,
+        next_probe_at=now + timedelta(seconds=cooldown),
+        probe_delivery_id="",
+        breaker_reason=reason[:300],
+    )
+
+
+def endpoint_delete(*, endpoint: Endpoint) -> None:
+    endpoint.delete()
+
+
+def endpoint_rotate_secret(
+    *, endpoint: Endpoint, now: datetime | None = None
+) -> tuple[EndpointSecret, datetime]:
+    """New secret signs from now on; live older ones keep signing for the overlap."""
+    now = now or utcnow()
+    expires = now + timedelta(seconds=settings.SECRET_ROTATION_OVERLAP_SECONDS)
+    with transaction.atomic():
+        # Only the newest secret gets the overlap; any older secret still
+        # alive from an earlier rotation ends now rather than lingering.
+        live = EndpointSecret.objects.select_for_update().filter(endpoint=endpoint)
+        live = [s for s in live if s.expires_at is None or s.expires_at > now]
+        live.sort(key=lambda s: (s.created_at, s.pk), reverse=True)
+        for index, old in enumerate(live):
+            old.expires_at = expires if index == 0 else min(old.expires_at or now, now)
+            old.save(update_fields=["expires_at"])
+        secret = EndpointSecret.objects.create(
+            endpoint=endpoint, secret=_new_secret(), created_at=now
+        )
+    return secret, expires
+
+
+def endpoint_rate_take(*, endpoint_id: str, rate: float, now: float) -> float:
+    """Take one token from the endpoint's shared bucket; 0 when granted, else seconds to wait.
+
+    One conditional UPDATE does refill and take together, so dispatchers on
+    any number of hosts share the bucket exactly (the arithmetic mirrors
+    endpoints.ratelimit, which holds the table-tested rules).
+    """
+    cap = ratelimit.capacity(rate)
+    elapsed = Greatest(Value(now) - F("rate_updated_at"), Value(0.0))
+    refilled = Least(Value(cap), F("rate_tokens") + elapsed * Value(rate))
+    granted = (
+        # The condition is in the UPDATE itself (no subquery), so PostgreSQL
+        # re-checks it on the latest row version when two takers collide.
+        EndpointHealth.objects.filter(
+            GreaterThanOrEqual(refilled, Value(1.0)), endpoint_id=endpoint_id
+        ).update(
+            rate_tokens=refilled - Value(1.0),
+            rate_updated_at=Greatest(F("rate_updated_at"), Value(now)),
+        )
+    )
+    if granted:
+        return 0.0
+    row = (
+        EndpointHealth.objects.filter(endpoint_id=endpoint_id)
+        .values("rate_tokens", "rate_updated_at")
+        .first()
+    )
+    if row is None:
+        return 0.0
+    tokens = ratelimit.refill(
+        row["rate_tokens"], row["rate_updated_at"], rate=rate, now=now
+    )
+    return max((1 - tokens) / rate, 0.001)

@@ -1,0 +1,173 @@
+"""Settings for webhook-relay, read from the environment with django-environ.
+
+Names and defaults follow ../shared/CONTRACT.md section 2.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+from pathlib import Path
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+DEV_SECRET_KEY = "dev-only-insecure-key-change-me"
+
+env = environ.Env()
+
+DEBUG = env.bool("DEBUG", default=True)
+SECRET_KEY = env("SECRET_KEY", default=DEV_SECRET_KEY)
+if not DEBUG and SECRET_KEY == DEV_SECRET_KEY:
+    raise ImproperlyConfigured(
+        "Set SECRET_KEY: production refuses the development key."
+    )
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "ninja",
+    "endpoints",
+    "deliveries",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "relayproject.urls"
+WSGI_APPLICATION = "relayproject.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+
+def _database_from_url(url: str) -> dict:
+    db = environ.Env.db_url_config(url)
+    if db["ENGINE"] == "django.db.backends.sqlite3":
+        # WAL lets the web process read while a dispatcher writes; the timeout
+        # makes writers queue instead of failing at once with "database is locked".
+        db["OPTIONS"] = {
+            "timeout": 20,
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        }
+    else:
+        db["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=60)
+        db["CONN_HEALTH_CHECKS"] = True
+    return db
+
+
+# Tests point at PostgreSQL with TEST_DATABASE_URL; TEST_DATABASE_NAME lets two
+# test runs share one server without sharing a database.
+_db_url = os.environ.get("TEST_DATABASE_URL") or env(
+    "DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}"
+)
+DATABASES = {"default": _database_from_url(_db_url)}
+if os.environ.get("TEST_DATABASE_NAME"):
+    DATABASES["default"]["TEST"] = {"NAME": os.environ["TEST_DATABASE_NAME"]}
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "static"] if (BASE_DIR / "static").exists() else []
+
+LOGIN_URL = "portal:login"
+LOGIN_REDIRECT_URL = "portal:home"
+
+if not DEBUG:
+    SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=True)
+    CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=True)
+    SECURE_CONTENT_TYPE_NOSNIFF = True
+    SESSION_COOKIE_HTTPONLY = True
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SESSION_COOKIE_SAMESITE = "Lax"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "plain"},
+    },
+    "loggers": {
+        "deliveries": {
+            "handlers": ["console"],
+            "level": env("LOG_LEVEL", default="INFO"),
+        },
+        "endpoints": {
+            "handlers": ["console"],
+            "level": env("LOG_LEVEL", default="INFO"),
+        },
+    },
+}
+
+# --- webhook-relay (CONTRACT.md section 2) ---------------------------------
+BATCH_SIZE = env.int("BATCH_SIZE", default=50)
+HTTP_TIMEOUT_SECONDS = env.float("HTTP_TIMEOUT_SECONDS", default=10)
+DISPATCHER_CONCURRENCY = env.int("DISPATCHER_CONCURRENCY", default=8)
+# Long enough for a whole batch to time out at the configured concurrency,
+# plus a minute of slack, so a healthy worker never loses its lease.
+CLAIM_LEASE_SECONDS_FROM_ENV = "CLAIM_LEASE_SECONDS" in os.environ
+CLAIM_LEASE_SECONDS = env.float(
+    "CLAIM_LEASE_SECONDS",
+    default=math.ceil(BATCH_SIZE / DISPATCHER_CONCURRENCY) * HTTP_TIMEOUT_SECONDS + 60,
+)
+WORKER_ID = env("WORKER_ID", default=f"{socket.gethostname()}-{os.getpid()}")
+POLL_INTERVAL_SECONDS = env.float("POLL_INTERVAL_SECONDS", default=0.5)
+MAX_ATTEMPTS = env.int("MAX_ATTEMPTS", default=10)
+RETRY_BASE_SECONDS = env.float("RETRY_BASE_SECONDS", default=30)
+RETRY_MAX_DELAY_SECONDS = env.float("RETRY_MAX_DELAY_SECONDS", default=3600)
+BREAKER_FAILURE_THRESHOLD = env.int("BREAKER_FAILURE_THRESHOLD", default=10)
+BREAKER_COOLDOWN_SECONDS = env.float("BREAKER_COOLDOWN_SECONDS", default=300)
+BREAKER_MAX_COOLDOWN_SECONDS = env.float("BREAKER_MAX_COOLDOWN_SECONDS", default=3600)
+RESPONSE_BODY_LIMIT_BYTES = env.int("RESPONSE_BODY_LIMIT_BYTES", default=4096)
+MAX_EVENT_BYTES = env.int("MAX_EVENT_BYTES", default=262144)
+SECRET_ROTATION_OVERLAP_SECONDS = env.int(
+    "SECRET_ROTATION_OVERLAP_SECONDS", default=86400
+)
+RELAY_ALLOW_PRIVATE_DESTINATIONS = env.bool(
+    "RELAY_ALLOW_PRIVATE_DESTINATIONS", default=False
+)
+# Django refuses bodies above this before a view runs; the API has its own
+# Content-Length check for events, this only keeps other forms small.
+DATA_UPLOAD_MAX_MEMORY_SIZE = max(MAX_EVENT_BYTES * 4, 2_621_440)

@@ -1,0 +1,10 @@
+"""URL map: REST API, staff admin, merchant portal, health and metrics."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.urls import path
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+]

@@ -1,0 +1,42 @@
+"""Shared fixtures. PostgreSQL tests need TEST_DATABASE_URL; in CI they must run."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from django.db import connection
+
+ON_POSTGRES = os.environ.get("TEST_DATABASE_URL", "").startswith(("postgres", "pgsql"))
+
+
+def pytest_collection_modifyitems(config, items):
+    if ON_POSTGRES:
+        return
+    if os.environ.get("CI") and not os.environ.get("RELAY_SQLITE_PASS"):
+        raise pytest.UsageError(
+            "CI must set TEST_DATABASE_URL: PostgreSQL tests never skip there"
+        )
+    skip = pytest.mark.skip(reason="needs TEST_DATABASE_URL (PostgreSQL)")
+    for item in items:
+        if "postgres" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _allow_loopback(settings):
+    # Test receivers live on 127.0.0.1; the policy itself is tested on its own.
+    settings.RELAY_ALLOW_PRIVATE_DESTINATIONS = True
+
+
+@pytest.fixture
+def receiver():
+    from tests.fakes import Receiver
+
+    with Receiver() as r:
+        yield r
+
+
+@pytest.fixture
+def on_postgres():
+    assert connection.vendor == "postgresql"

@@ -1,0 +1,73 @@
+"""The dispatcher end to end on one database: claim, send to a real receiver, record."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from standardwebhooks.webhooks import Webhook
+
+from deliveries.dispatcher import Dispatcher
+from deliveries.models import Attempt, Delivery
+from deliveries.services import event_publish
+from deliveries.transport import Sender
+from endpoints.models import EndpointSecret
+from tests import factories
+from tests.fakes import Reply
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def make_dispatcher(**kwargs) -> Dispatcher:
+    defaults = dict(
+        worker_id="w1",
+        sender=Sender(timeout=5, body_limit=4096, allow_private=True),
+        batch_size=10,
+        concurrency=4,
+        lease_seconds=60,
+        rand=random.Random(1),
+    )
+    defaults.update(kwargs)
+    return Dispatcher(**defaults)
+
+
+def test_drain_delivers_signed_requests_that_standardwebhooks_verifies(receiver):
+    endpoint = factories.endpoint(url=receiver.url)
+    events = [
+        event_publish(
+            merchant=endpoint.merchant, type="payment.captured", data={"n": i}
+        )
+        for i in range(5)
+    ]
+
+    stats = make_dispatcher().run(drain=True)
+
+    secret = EndpointSecret.objects.get(endpoint=endpoint).secret
+    got = receiver.wait_for(5)
+    assert sorted(r.headers["webhook-id"] for r in got) == sorted(e.id for e in events)
+    for request in got:
+        payload = Webhook(secret).verify(request.body, request.headers)
+        assert payload["type"] == "payment.captured"
+        assert request.headers["X-Relay-Attempt"] == "1"
+        assert request.headers["User-Agent"].startswith("webhook-relay/")
+    assert set(Delivery.objects.values_list("status", flat=True)) == {"succeeded"}
+    assert stats.succeeded == 5
+
+
+def test_a_500_is_retried_later_and_the_attempt_is_recorded(receiver):
+    receiver.respond = lambda r: Reply(status=500, body=b"boom")
+    endpoint = factories.endpoint(url=receiver.url)
+    event_publish(merchant=endpoint.merchant, type="a", data={})
+
+    make_dispatcher().run(drain=True)
+
+    delivery = Delivery.objects.get()
+    assert delivery.status == "pending"
+    assert delivery.attempt_count == 1
+    assert delivery.next_attempt_at > delivery.last_attempt_at
+    attempt = Attempt.objects.get()
+    assert (attempt.status_code, attempt.outcome, attempt.response_body) == (
+        500,
+        "retry",
+        "boom",
+    )

@@ -1,0 +1,186 @@
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from deliveries import retry
+from deliveries.retry import (
+    Verdict,
+    backoff_seconds,
+    classify,
+    next_delay,
+    parse_retry_after,
+)
+
+NOW = datetime(2026, 12, 2, 14, 0, 0, tzinfo=UTC)
+BASE, MAX_DELAY = 30.0, 3600.0
+
+
+@pytest.mark.parametrize(
+    ("status_code", "error_kind", "verdict"),
+    [
+        (200, None, Verdict.SUCCEEDED),
+        (201, None, Verdict.SUCCEEDED),
+        (204, None, Verdict.SUCCEEDED),
+        (299, None, Verdict.SUCCEEDED),
+        (301, retry.HTTP_STATUS, Verdict.RETRY),
+        (302, retry.HTTP_STATUS, Verdict.RETRY),
+        (400, retry.HTTP_STATUS, Verdict.DEAD),
+        (401, retry.HTTP_STATUS, Verdict.DEAD),
+        (403, retry.HTTP_STATUS, Verdict.DEAD),
+        (404, retry.HTTP_STATUS, Verdict.DEAD),
+        (408, retry.HTTP_STATUS, Verdict.RETRY),
+        (410, retry.HTTP_STATUS, Verdict.GONE),
+        (422, retry.HTTP_STATUS, Verdict.DEAD),
+        (425, retry.HTTP_STATUS, Verdict.RETRY),
+        (429, retry.HTTP_STATUS, Verdict.RETRY),
+        (500, retry.HTTP_STATUS, Verdict.RETRY),
+        (502, retry.HTTP_STATUS, Verdict.RETRY),
+        (503, retry.HTTP_STATUS, Verdict.RETRY),
+        (504, retry.HTTP_STATUS, Verdict.RETRY),
+        (100, retry.HTTP_STATUS, Verdict.RETRY),
+        (199, retry.HTTP_STATUS, Verdict.RETRY),
+        (600, retry.HTTP_STATUS, Verdict.RETRY),
+        (999, retry.HTTP_STATUS, Verdict.RETRY),
+        (None, retry.TIMEOUT, Verdict.RETRY),
+        (None, retry.CONNECTION, Verdict.RETRY),
+        (None, retry.DNS, Verdict.RETRY),
+        (None, retry.TLS, Verdict.RETRY),
+        (None, retry.LEASE_EXPIRED, Verdict.RETRY),
+        (None, retry.DESTINATION_BLOCKED, Verdict.DEAD),
+        (None, "something_new", Verdict.RETRY),
+        (None, None, Verdict.RETRY),
+    ],
+)
+def test_classify(status_code, error_kind, verdict):
+    assert classify(status_code=status_code, error_kind=error_kind) is verdict
+
+
+def test_error_kinds_are_the_stored_strings():
+    assert (
+        retry.TIMEOUT,
+        retry.CONNECTION,
+        retry.DNS,
+        retry.TLS,
+        retry.DESTINATION_BLOCKED,
+        retry.LEASE_EXPIRED,
+        retry.HTTP_STATUS,
+    ) == (
+        "timeout",
+        "connection_error",
+        "dns_error",
+        "tls_error",
+        "destination_blocked",
+        "lease_expired",
+        "http_status",
+    )
+
+
+@pytest.mark.parametrize(
+    ("header", "seconds"),
+    [
+        ("0", 0.0),
+        ("120", 120.0),
+        (" 7 ", 7.0),
+        ("Wed, 02 Dec 2026 14:02:00 GMT", 120.0),
+        ("Wed, 02 Dec 2026 16:02:00 +0200", 120.0),
+        ("Wed, 02 Dec 2026 14:02:00 -0000", 120.0),
+        ("Wed, 02 Dec 2026 13:00:00 GMT", 0.0),  # in the past
+        (None, None),
+        ("", None),
+        ("soon", None),
+        ("-5", None),
+        ("1.5", None),
+        ("²", None),
+        ("Wed, 99 Foo 2026 14:02:00 GMT", None),
+    ],
+)
+def test_parse_retry_after(header, seconds):
+    assert parse_retry_after(header, now=NOW) == seconds
+
+
+def delay(*, status_code, header, failed_attempts=1, seed=0):
+    return next_delay(
+        failed_attempts=failed_attempts,
+        status_code=status_code,
+        retry_after_header=header,
+        base=BASE,
+        max_delay=MAX_DELAY,
+        rand=random.Random(seed),
+        now=NOW,
+    )
+
+
+def jitter(*, failed_attempts=1, seed=0):
+    return backoff_seconds(
+        failed_attempts=failed_attempts,
+        base=BASE,
+        max_delay=MAX_DELAY,
+        rand=random.Random(seed),
+    )
+
+
+@pytest.mark.parametrize("status_code", [429, 503])
+@pytest.mark.parametrize(
+    ("header", "expected"),
+    [
+        ("120", 120.0),
+        ((NOW + timedelta(minutes=5)).strftime("%a, %d %b %Y %H:%M:%S GMT"), 300.0),
+        ("86400", MAX_DELAY),
+        ("Thu, 01 Jan 2099 00:00:00 GMT", MAX_DELAY),
+    ],
+)
+def test_retry_after_is_honoured_and_clamped(status_code, header, expected):
+    assert delay(status_code=status_code, header=header) == expected
+
+
+@pytest.mark.parametrize(
+    ("status_code", "header"),
+    [
+        (500, "120"),
+        (502, "120"),
+        (None, "120"),
+        (429, "garbage"),
+        (503, None),
+    ],
+)
+def test_backoff_used_when_retry_after_does_not_apply(status_code, header):
+    assert delay(status_code=status_code, header=header) == jitter()
+
+
+@pytest.mark.parametrize(
+    ("failed_attempts", "cap"),
+    [
+        (0, 30.0),
+        (1, 60.0),
+        (2, 120.0),
+        (5, 960.0),
+        (6, 1920.0),
+        (7, MAX_DELAY),
+        (10, MAX_DELAY),
+        (5000, MAX_DELAY),
+    ],
+)
+def test_backoff_stays_within_cap_and_spreads_over_it(failed_attempts, cap):
+    rand = random.Random(1234)
+    draws = [
+        backoff_seconds(
+            failed_attempts=failed_attempts, base=BASE, max_delay=MAX_DELAY, rand=rand
+        )
+        for _ in range(2000)
+    ]
+    assert all(0.0 <= d <= cap for d in draws)
+    # Full jitter: the draws cover the range, not just its top or bottom.
+    assert min(draws) < cap * 0.05
+    assert max(draws) > cap * 0.95
+
+
+def test_backoff_is_reproducible_with_a_seed():
+    assert jitter(failed_attempts=3, seed=42) == jitter(failed_attempts=3, seed=42)
+
+
+def test_backoff_refuses_negative_attempts():
+    with pytest.raises(ValueError):
+        jitter(failed_attempts=-1)

@@ -1,0 +1,191 @@
+from __future__ import annotations
+
+import base64
+import json
+import time
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+
+from deliveries.signing import (
+    generate_secret,
+    serialize_body,
+    sign,
+    signature_header,
+)
+
+# Published Standard Webhooks / Svix test vector.
+VECTOR_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+VECTOR_ID = "msg_p5jXN8AQM9LWM0D4loKWxJek"
+VECTOR_TS = 1614265330
+VECTOR_BODY = b'{"test": 2432232314}'
+VECTOR_SIG = "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
+
+BODY = serialize_body(
+    event_id="evt_1",
+    event_type="payment.captured",
+    created_at=datetime(2026, 12, 2, 14, 1, 29, 123456, tzinfo=UTC),
+    data={"amount": 1200, "note": "café"},
+)
+
+
+def headers(*, msg_id: str, timestamp: int, signature: str) -> dict[str, str]:
+    return {
+        "webhook-id": msg_id,
+        "webhook-timestamp": str(timestamp),
+        "webhook-signature": signature,
+    }
+
+
+def fresh_timestamp() -> int:
+    # The verifier checks against its own wall clock (5 minute tolerance), so
+    # the signed timestamp has to be close to real time.
+    return int(time.time())
+
+
+def test_secret_has_prefix_and_32_random_bytes():
+    secret = generate_secret()
+    assert secret.startswith("whsec_")
+    key = base64.b64decode(secret.removeprefix("whsec_"), validate=True)
+    assert len(key) == 32
+
+
+def test_secrets_are_unique():
+    assert len({generate_secret() for _ in range(200)}) == 200
+
+
+def test_sign_matches_published_vector():
+    signature = sign(
+        secret=VECTOR_SECRET, msg_id=VECTOR_ID, timestamp=VECTOR_TS, body=VECTOR_BODY
+    )
+    assert signature == VECTOR_SIG
+
+
+@pytest.mark.parametrize(
+    ("msg_id", "timestamp", "body"),
+    [
+        ("evt_1", 1614265330, b"{}"),
+        ("evt_2", 1893456000, BODY),
+        ("evt_3", 0, b""),
+        ("evt_4", 1700000000, "ünïcødé ✓".encode()),
+    ],
+)
+def test_sign_agrees_with_reference_library(msg_id, timestamp, body):
+    secret = generate_secret()
+    expected = Webhook(secret).sign(
+        msg_id, datetime.fromtimestamp(timestamp, tz=UTC), body.decode()
+    )
+    assert sign(secret=secret, msg_id=msg_id, timestamp=timestamp, body=body) == (
+        expected
+    )
+
+
+def test_reference_library_verifies_a_signed_body():
+    secret, ts = generate_secret(), fresh_timestamp()
+    sig = signature_header(secrets=[secret], msg_id="evt_1", timestamp=ts, body=BODY)
+    payload = Webhook(secret).verify(
+        BODY, headers(msg_id="evt_1", timestamp=ts, signature=sig)
+    )
+    assert payload["data"] == {"amount": 1200, "note": "café"}
+
+
+@pytest.mark.parametrize("known", ["new", "old"])
+def test_rotation_header_verifies_with_either_secret(known):
+    new, old, ts = generate_secret(), generate_secret(), fresh_timestamp()
+    sig = signature_header(secrets=[new, old], msg_id="evt_1", timestamp=ts, body=BODY)
+    verifier = Webhook(new if known == "new" else old)
+    verifier.verify(BODY, headers(msg_id="evt_1", timestamp=ts, signature=sig))
+
+
+def test_rotation_header_lists_newest_first():
+    new, old = generate_secret(), generate_secret()
+    sig = signature_header(secrets=[new, old], msg_id="e", timestamp=1, body=b"x")
+    assert sig.split(" ") == [
+        sign(secret=new, msg_id="e", timestamp=1, body=b"x"),
+        sign(secret=old, msg_id="e", timestamp=1, body=b"x"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("verify_body", "verify_id", "ts_shift", "verifier_secret"),
+    [
+        pytest.param(BODY + b" ", "evt_1", 0, "signer", id="tampered-body"),
+        pytest.param(BODY, "evt_2", 0, "signer", id="other-msg-id"),
+        pytest.param(BODY, "evt_1", 1, "signer", id="other-timestamp"),
+        pytest.param(BODY, "evt_1", 0, "stranger", id="unknown-secret"),
+    ],
+)
+def test_reference_library_rejects(verify_body, verify_id, ts_shift, verifier_secret):
+    secret, ts = generate_secret(), fresh_timestamp()
+    sig = signature_header(secrets=[secret], msg_id="evt_1", timestamp=ts, body=BODY)
+    verifier = Webhook(secret if verifier_secret == "signer" else generate_secret())
+    with pytest.raises(WebhookVerificationError):
+        verifier.verify(
+            verify_body,
+            headers(msg_id=verify_id, timestamp=ts + ts_shift, signature=sig),
+        )
+
+
+def test_signature_header_needs_a_secret():
+    with pytest.raises(ValueError):
+        signature_header(secrets=[], msg_id="e", timestamp=1, body=b"")
+
+
+def test_sign_refuses_a_mangled_secret():
+    with pytest.raises(ValueError):
+        sign(secret="whsec_not*base64", msg_id="e", timestamp=1, body=b"")
+
+
+def test_body_is_compact_utf8_json_in_contract_order():
+    assert (
+        BODY
+        == (
+            '{"id":"evt_1","type":"payment.captured",'
+            '"timestamp":"2026-12-02T14:01:29.123456Z",'
+            '"data":{"amount":1200,"note":"café"}}'
+        ).encode()
+    )
+
+
+@pytest.mark.parametrize(
+    ("created_at", "expected"),
+    [
+        (
+            datetime(2026, 12, 2, 14, 1, 29, 123456, tzinfo=UTC),
+            "2026-12-02T14:01:29.123456Z",
+        ),
+        (
+            datetime(2026, 12, 2, 14, 1, 29, tzinfo=UTC),
+            "2026-12-02T14:01:29.000000Z",
+        ),
+        (
+            datetime(2026, 12, 2, 16, 1, 29, 5, tzinfo=timezone(timedelta(hours=2))),
+            "2026-12-02T14:01:29.000005Z",
+        ),
+        (
+            datetime(2026, 12, 1, 23, 30, tzinfo=timezone(timedelta(hours=-5))),
+            "2026-12-02T04:30:00.000000Z",
+        ),
+    ],
+)
+def test_body_timestamp_is_utc_with_z(created_at, expected):
+    body = serialize_body(event_id="e", event_type="t", created_at=created_at, data={})
+    assert json.loads(body)["timestamp"] == expected
+
+
+def test_body_refuses_a_naive_created_at():
+    with pytest.raises(ValueError):
+        serialize_body(
+            event_id="e", event_type="t", created_at=datetime(2026, 12, 2), data={}
+        )
+
+
+def test_body_refuses_nan():
+    with pytest.raises(ValueError):
+        serialize_body(
+            event_id="e",
+            event_type="t",
+            created_at=datetime(2026, 12, 2, tzinfo=UTC),
+            data={"x": float("nan")},
+        )
