@@ -75,7 +75,10 @@ class Sender:
             # endpoint was saved. The session then pins the address it checks.
             destinations.check_url(request.url, allow_private=self.allow_private)
         except destinations.DestinationRefused as exc:
-            return SendResult(None, elapsed(), retry.DESTINATION_BLOCKED, exc.reason)
+            # A name that does not resolve right now is a DNS error (retried);
+            # anything else the policy refuses is permanent.
+            kind = retry.DNS if exc.code == retry.DNS else retry.DESTINATION_BLOCKED
+            return SendResult(None, elapsed(), kind, exc.reason)
         try:
             with self._session().post(
                 request.url,
