@@ -11,6 +11,7 @@ import logging
 import random
 import threading
 import time
+from collections import Counter as Tally
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -18,7 +19,7 @@ from datetime import datetime, timedelta
 
 from django.db import InterfaceError, OperationalError, connections
 
-from deliveries import claiming, outcomes, signing
+from deliveries import claiming, counters, outcomes, signing
 from deliveries.jobs import Job, jobs_load
 from deliveries.transport import OutgoingRequest, Sender, SendResult
 from endpoints.services import endpoint_rate_take
@@ -155,9 +156,23 @@ class Dispatcher:
             lease_seconds=self.lease_seconds,
             limit=self.batch_size - len(probes.delivery_ids),
         )
-        self.stats.reclaimed += probes.reclaimed + batch.reclaimed
-        self.stats.dead += probes.dead_on_reclaim + batch.dead_on_reclaim
-        handled = probes.dead_on_reclaim + batch.dead_on_reclaim
+        reclaimed = probes.reclaimed + batch.reclaimed
+        dead_on_reclaim = probes.dead_on_reclaim + batch.dead_on_reclaim
+        if reclaimed:
+            tally = Tally(
+                {
+                    (counters.RECLAIMED, ""): reclaimed,
+                    (counters.ATTEMPTS, "retry"): reclaimed - dead_on_reclaim,
+                    (counters.ATTEMPTS, "dead"): dead_on_reclaim,
+                    (counters.DELIVERIES, "dead"): dead_on_reclaim,
+                }
+            )
+            self._with_db_retry(
+                lambda: counters.counters_add(shard=self.worker_id, tally=tally)
+            )
+        self.stats.reclaimed += reclaimed
+        self.stats.dead += dead_on_reclaim
+        handled = dead_on_reclaim
         for claim in (probes, batch):
             if claim.delivery_ids:
                 self.stats.claimed += len(claim.delivery_ids)
@@ -206,7 +221,7 @@ class Dispatcher:
             wait_seconds = endpoint_rate_take(
                 endpoint_id=job.endpoint_id,
                 rate=job.rate_limit_per_second,
-                now=time.time(),
+                now=now.timestamp(),
             )
             if wait_seconds > 0:
                 return now + timedelta(seconds=wait_seconds)
