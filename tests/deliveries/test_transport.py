@@ -1,0 +1,62 @@
+"""The Sender against a real loopback server: one POST in, one SendResult out."""
+
+from __future__ import annotations
+
+import socket
+
+from deliveries.transport import OutgoingRequest, Sender
+from tests.fakes import Receiver, Reply
+
+
+def sender(**kw) -> Sender:
+    return Sender(timeout=kw.pop("timeout", 5), body_limit=64, allow_private=True, **kw)
+
+
+def post(url: str, s: Sender | None = None):
+    return (s or sender()).send(
+        OutgoingRequest(url=url, headers={"X-A": "1"}, body=b"{}")
+    )
+
+
+def test_a_redirect_is_returned_not_followed():
+    with Receiver(
+        lambda r: Reply(status=302, headers={"Location": "/elsewhere"})
+    ) as rx:
+        result = post(rx.url)
+        assert result.status_code == 302
+        assert [r.path for r in rx.received] == ["/hook"]
+
+
+def test_a_slow_receiver_is_a_timeout():
+    with Receiver(lambda r: Reply(delay=1.0)) as rx:
+        result = post(rx.url, sender(timeout=0.2))
+    assert (result.status_code, result.error_kind) == (None, "timeout")
+
+
+def test_a_closed_port_is_a_connection_error():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    result = post(f"http://127.0.0.1:{port}/hook")
+    assert (result.status_code, result.error_kind) == (None, "connection_error")
+
+
+def test_the_policy_is_checked_again_at_send_time():
+    with Receiver() as rx:
+        result = Sender(timeout=5, body_limit=64, allow_private=False).send(
+            OutgoingRequest(url=rx.url, headers={}, body=b"{}")
+        )
+        assert result.error_kind == "destination_blocked"
+        assert rx.received == []
+
+
+def test_retry_after_and_a_truncated_body_come_back():
+    with Receiver(
+        lambda r: Reply(status=503, body=b"y" * 1000, headers={"Retry-After": "7"})
+    ) as rx:
+        result = post(rx.url)
+    assert (result.status_code, result.retry_after, len(result.body_excerpt)) == (
+        503,
+        "7",
+        64,
+    )
