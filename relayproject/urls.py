@@ -5,6 +5,9 @@ from __future__ import annotations
 from django.contrib import admin
 from django.urls import path
 
+from relayproject import demo
+
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("demo/receiver/<str:endpoint_id>/", demo.receiver, name="demo-receiver"),
 ]
