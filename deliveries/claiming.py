@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Q
 
 from deliveries.models import Attempt, Delivery
 from deliveries.retry import LEASE_EXPIRED
@@ -60,9 +60,10 @@ def claim_batch(
             .filter(status__in=DUE_STATUSES, next_attempt_at__lte=now)
             # Disabled endpoints and open breakers hold their rows back
             # without spending attempts; the join keeps them out of the batch.
+            .filter(endpoint__is_active=True)
             .filter(
-                endpoint__is_active=True,
-                endpoint__health__breaker_state=EndpointHealth.State.CLOSED,
+                Q(endpoint__health__breaker_state=EndpointHealth.State.CLOSED)
+                | Q(endpoint__health__isnull=True)  # made outside the services
             )
             # Oldest due first, so nothing starves behind newer work.
             .order_by("next_attempt_at")

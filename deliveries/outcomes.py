@@ -58,12 +58,7 @@ def outcomes_record(
         # Health rows are locked in primary-key order so two dispatchers
         # recording for the same endpoints cannot deadlock.
         endpoint_ids = sorted({s.endpoint_id for s in sent})
-        healths = {
-            h.pk: h
-            for h in EndpointHealth.objects.select_for_update()
-            .filter(pk__in=endpoint_ids)
-            .order_by("pk")
-        }
+        healths = _health_rows_locked(endpoint_ids)
         attempts: list[Attempt] = []
         gone: set[str] = set()
         for item in sent:
@@ -98,6 +93,33 @@ def outcomes_record(
             )
         counters.counters_add(shard=worker_id, tally=recorded.tally)
     return recorded
+
+
+def _health_rows_locked(endpoint_ids: list[str]) -> dict[str, EndpointHealth]:
+    """Lock the health rows, creating any that endpoints made outside the services lack."""
+
+    def lock(ids: list[str]) -> dict[str, EndpointHealth]:
+        rows = (
+            EndpointHealth.objects.select_for_update().filter(pk__in=ids).order_by("pk")
+        )
+        return {h.pk: h for h in rows}
+
+    healths = lock(endpoint_ids)
+    missing = [e for e in endpoint_ids if e not in healths]
+    if missing:
+        EndpointHealth.objects.bulk_create(
+            [
+                EndpointHealth(
+                    endpoint_id=e,
+                    failure_threshold=settings.BREAKER_FAILURE_THRESHOLD,
+                    cooldown_seconds=settings.BREAKER_COOLDOWN_SECONDS,
+                )
+                for e in missing
+            ],
+            ignore_conflicts=True,
+        )
+        healths.update(lock(missing))
+    return healths
 
 
 def _verdict(item: Sent) -> retry.Verdict:
