@@ -1,0 +1,573 @@
+"""Delivery throughput and latency of run_dispatcher on PostgreSQL (issue 2, item 10).
+
+For each scenario: empty the relay tables of its own database, make M
+endpoints on a loopback receiver (bench/receiver.py, its own process),
+publish N events through deliveries.services.events_publish, start K
+`manage.py run_dispatcher --drain` processes and wait for them. The receiver
+records when each (endpoint path, webhook-id) arrived; latency is that time
+minus the event's created_at, throughput is deliveries over the span from the
+first to the last receipt (process start-up is reported apart, as "wall").
+The ceiling is the same number of plain requests.Session POSTs to the same
+receiver with no database, sequential and from 8 threads.
+
+    .venv/bin/python bench/deliveries_bench.py            # full run, ~5 min
+    .venv/bin/python bench/deliveries_bench.py --quick    # smoke run, ~1 min
+
+Loopback only; every scenario is bounded by --timeout. Results go to stdout
+as a markdown table and to bench/out/results-<time>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import requests
+
+HERE = Path(__file__).resolve().parent
+OUT = HERE / "out"
+# The project tree whose engine is measured; set by main(). By default a
+# clean export of the committed HEAD, so that work in progress in a shared
+# checkout neither breaks the run nor gets measured by mistake.
+ROOT = HERE.parent
+PYTHON = sys.executable
+DEFAULT_DB = "postgres://postgres@127.0.0.1:5432/bench_relay"
+
+
+@dataclass
+class Scenario:
+    name: str
+    receiver: str  # "fast" or "slow"
+    concurrency: int
+    processes: int
+    events: int
+    steady_rate: float = 0.0  # events/s published while dispatchers run; 0 = backlog
+
+
+@dataclass
+class Result:
+    name: str
+    kind: str
+    deliveries: int
+    received: int
+    duplicates: int
+    rate: float  # deliveries/s, first to last receipt
+    wall: float  # seconds from starting the dispatchers to the last receipt
+    p50_ms: float | None = None
+    p95_ms: float | None = None
+    p99_ms: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def percentile(values: list[float], p: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default)."""
+    ordered = sorted(values)
+    k = (len(ordered) - 1) * p / 100
+    low = int(k)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (k - low)
+
+
+# -- processes -----------------------------------------------------------------
+
+
+class ReceiverProcess:
+    def __init__(self, *, delay: float) -> None:
+        self.proc = subprocess.Popen(
+            [PYTHON, str(HERE / "receiver.py"), "--delay", str(delay)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        line = self.proc.stdout.readline().split()
+        self.port = int(line[1])
+        self.base = f"http://127.0.0.1:{self.port}"
+
+    def reset(self) -> None:
+        requests.post(f"{self.base}/_reset", timeout=10)
+
+    def dump(self) -> list[tuple[str, str, float]]:
+        return [tuple(x) for x in requests.get(f"{self.base}/_dump", timeout=30).json()]
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def dispatcher_env(db_url: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(DATABASE_URL=db_url, RELAY_ALLOW_PRIVATE_DESTINATIONS="true")
+    # Everything else at its contract default: the bench measures those.
+    for name in ("BATCH_SIZE", "DISPATCHER_CONCURRENCY", "CLAIM_LEASE_SECONDS"):
+        env.pop(name, None)
+    return env
+
+
+def start_dispatchers(
+    s: Scenario, *, db_url: str, drain: bool
+) -> list[subprocess.Popen]:
+    OUT.mkdir(exist_ok=True)
+    procs = []
+    for k in range(s.processes):
+        slug = re.sub(r"[^A-Za-z0-9=]+", "-", s.name)
+        log = open(OUT / f"{slug}-{k}.log", "w")  # noqa: SIM115 - closed with the process
+        cmd = [
+            PYTHON,
+            "manage.py",
+            "run_dispatcher",
+            "--concurrency",
+            str(s.concurrency),
+        ]
+        cmd += ["--worker-id", f"bench-{k}"] + (["--drain"] if drain else [])
+        procs.append(
+            subprocess.Popen(
+                cmd, cwd=ROOT, env=dispatcher_env(db_url), stdout=log, stderr=log
+            )
+        )
+    return procs
+
+
+def stop_all(procs: list[subprocess.Popen], *, deadline: float) -> list[str]:
+    """Wait for each process until the deadline, then kill it; say what happened."""
+    notes = []
+    for proc in procs:
+        try:
+            proc.wait(max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            notes.append(f"pid {proc.pid} killed at the timeout")
+        if proc.returncode not in (0, -9):
+            notes.append(f"pid {proc.pid} exited {proc.returncode}")
+    return notes
+
+
+# -- database ------------------------------------------------------------------
+
+
+def tree_export(rev: str) -> tuple[Path, str]:
+    """git archive `rev` into bench/out/src-<sha>/ (once) and return it with the sha."""
+    sha = subprocess.run(
+        ["git", "rev-parse", rev], cwd=HERE, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    dest = OUT / f"src-{sha[:12]}"
+    if not (dest / "manage.py").exists():
+        dest.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(
+            ["git", "archive", sha], cwd=HERE.parent, capture_output=True, check=True
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    return dest, sha
+
+
+def database_prepare(db_url: str) -> None:
+    """Create the bench database if missing and migrate it (its own, never test_*)."""
+    import psycopg
+
+    name = db_url.rsplit("/", 1)[1]
+    admin = db_url.rsplit("/", 1)[0] + "/postgres"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        exists = conn.execute(
+            "SELECT 1 FROM pg_database WHERE datname = %s", [name]
+        ).fetchone()
+        if not exists:
+            conn.execute(f'CREATE DATABASE "{name}"')
+    subprocess.run(
+        [PYTHON, "manage.py", "migrate", "--noinput", "-v", "0"],
+        cwd=ROOT,
+        env=dispatcher_env(db_url),
+        check=True,
+    )
+
+
+def django_setup(db_url: str) -> None:
+    os.environ.update(dispatcher_env(db_url))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "relayproject.settings")
+    sys.path.insert(0, str(ROOT))
+    import django
+
+    django.setup()
+
+
+def tables_empty() -> None:
+    from django.apps import apps
+    from django.db import connection
+
+    tables = [
+        m._meta.db_table
+        for label in ("deliveries", "endpoints")
+        for m in apps.get_app_config(label).get_models()
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY CASCADE")
+
+
+def relay_reset(*, base: str, endpoints: int) -> None:
+    """Empty tables, then one merchant with `endpoints` endpoints at base/e<i>."""
+    from endpoints.services import endpoint_create, merchant_create
+
+    tables_empty()
+    merchant = merchant_create(slug="bench", name="Bench")
+    for i in range(endpoints):
+        endpoint_create(merchant=merchant, url=f"{base}/e{i}")
+
+
+def events_make(count: int, *, chunk: int = 500) -> None:
+    from deliveries.services import EventInput, events_publish
+    from endpoints.models import Merchant
+
+    merchant = Merchant.objects.get(slug="bench")
+    for start in range(0, count, chunk):
+        events_publish(
+            merchant=merchant,
+            events=[
+                EventInput("order.paid", sample_data(i))
+                for i in range(start, min(start + chunk, count))
+            ],
+        )
+
+
+def sample_data(i: int) -> dict:
+    return {"order_id": i, "amount": 1999, "currency": "EUR", "note": "x" * 120}
+
+
+def created_at_by_event() -> dict[str, float]:
+    from deliveries.models import Event
+
+    return {
+        pk: t.timestamp() for pk, t in Event.objects.values_list("id", "created_at")
+    }
+
+
+def status_counts() -> dict[str, int]:
+    from django.db.models import Count
+
+    from deliveries.models import Delivery
+
+    rows = Delivery.objects.values("status").annotate(n=Count("id"))
+    return {r["status"]: r["n"] for r in rows}
+
+
+def analyze() -> None:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+
+
+# -- measuring -----------------------------------------------------------------
+
+
+def summarise(
+    name: str,
+    kind: str,
+    *,
+    expected: int,
+    received: list[tuple[str, str, float]],
+    started: float,
+    created: dict[str, float] | None,
+) -> Result:
+    keys = {(path, wid) for path, wid, _ in received}
+    times = sorted(t for _, _, t in received)
+    span = times[-1] - times[0] if len(times) > 1 else 0.0
+    result = Result(
+        name=name,
+        kind=kind,
+        deliveries=expected,
+        received=len(keys),
+        duplicates=len(received) - len(keys),
+        rate=(len(times) - 1) / span if span else 0.0,
+        wall=(times[-1] - started) if times else 0.0,
+    )
+    if created:
+        first = {}
+        for path, wid, t in received:
+            first[(path, wid)] = min(t, first.get((path, wid), t))
+        latencies = [(t - created[wid]) * 1000 for (_, wid), t in first.items()]
+        result.p50_ms, result.p95_ms, result.p99_ms = (
+            percentile(latencies, p) for p in (50, 95, 99)
+        )
+    if result.received != expected:
+        result.notes.append(f"received {result.received} of {expected}")
+    return result
+
+
+def run_backlog(
+    s: Scenario, receiver: ReceiverProcess, *, db_url: str, m: int, timeout: float
+) -> Result:
+    """N events published first, then K dispatchers drain them: throughput."""
+    relay_reset(base=receiver.base, endpoints=m)
+    events_make(s.events)
+    analyze()
+    receiver.reset()
+    started = time.time()
+    procs = start_dispatchers(s, db_url=db_url, drain=True)
+    notes = stop_all(procs, deadline=time.monotonic() + timeout)
+    result = summarise(
+        s.name,
+        "relay",
+        expected=s.events * m,
+        received=receiver.dump(),
+        started=started,
+        created=created_at_by_event(),
+    )
+    statuses = status_counts()
+    if statuses.get("succeeded") != s.events * m:
+        notes.append(f"statuses {statuses}")
+    result.notes += notes
+    return result
+
+
+def run_steady(
+    s: Scenario, receiver: ReceiverProcess, *, db_url: str, m: int, timeout: float
+) -> Result:
+    """Dispatchers idle on LISTEN; events arrive at a fixed rate; latency is the point."""
+    relay_reset(base=receiver.base, endpoints=m)
+    procs = start_dispatchers(s, db_url=db_url, drain=False)
+    deadline = time.monotonic() + timeout
+    # Warm-up: wait until a dispatcher has delivered one event, then a moment
+    # for the others to reach their LISTEN.
+    events_make(1)
+    while len(receiver.dump()) < m and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(2)
+    warmup_ids = created_at_by_event()
+    receiver.reset()
+    started = time.time()
+    tick = 0.1
+    per_tick = max(1, round(s.steady_rate * tick))
+    sent = 0
+    next_at = time.monotonic()
+    while sent < s.events and time.monotonic() < deadline:
+        events_make(min(per_tick, s.events - sent))
+        sent += per_tick
+        next_at += tick
+        time.sleep(max(0.0, next_at - time.monotonic()))
+    expected = s.events * m
+    while len(receiver.dump()) < expected and time.monotonic() < deadline:
+        time.sleep(0.2)
+    for proc in procs:
+        proc.send_signal(signal.SIGTERM)
+    notes = stop_all(procs, deadline=time.monotonic() + 30)
+    created = {k: v for k, v in created_at_by_event().items() if k not in warmup_ids}
+    received = [r for r in receiver.dump() if r[1] in created]
+    result = summarise(
+        s.name,
+        "relay",
+        expected=expected,
+        received=received,
+        started=started,
+        created=created,
+    )
+    result.notes += notes
+    return result
+
+
+def run_ceiling(
+    name: str, receiver: ReceiverProcess, *, count: int, threads: int, m: int
+) -> Result:
+    """Plain requests.Session POSTs, one session per thread, no database, no signing."""
+    receiver.reset()
+    body = json.dumps({"type": "order.paid", "data": sample_data(0)}).encode()
+    ids = [f"evt_ceiling{i:07d}" for i in range(count)]
+    per_thread = [ids[t::threads] for t in range(threads)]
+
+    def post_all(chunk: list[str]) -> None:
+        with requests.Session() as session:
+            for n, wid in enumerate(chunk):
+                session.post(
+                    f"{receiver.base}/e{n % m}",
+                    data=body,
+                    headers={"Content-Type": "application/json", "webhook-id": wid},
+                    timeout=10,
+                )
+
+    started = time.time()
+    workers = [threading.Thread(target=post_all, args=(c,)) for c in per_thread]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    return summarise(
+        name,
+        "ceiling",
+        expected=count,
+        received=receiver.dump(),
+        started=started,
+        created=None,
+    )
+
+
+# -- the run -------------------------------------------------------------------
+
+
+def scenarios(*, events: int, slow_events: int, steady_events: int) -> list[Scenario]:
+    return [
+        Scenario("fast c=1 k=1", "fast", 1, 1, events),
+        Scenario("fast c=8 k=1", "fast", 8, 1, events),
+        Scenario("fast c=8 k=2", "fast", 8, 2, events),
+        Scenario("fast c=8 k=4", "fast", 8, 4, events),
+        Scenario("fast c=1 k=4", "fast", 1, 4, events),
+        Scenario("slow c=1 k=1", "slow", 1, 1, max(10, slow_events // 8)),
+        Scenario("slow c=8 k=1", "slow", 8, 1, slow_events),
+        Scenario("slow c=8 k=2", "slow", 8, 2, slow_events),
+        Scenario("slow c=8 k=4", "slow", 8, 4, slow_events),
+        Scenario("steady 20 ev/s c=8 k=2", "fast", 8, 2, steady_events, steady_rate=20),
+    ]
+
+
+def machine() -> dict[str, str]:
+    def sh(cmd: str) -> str:
+        return subprocess.run(
+            cmd, shell=True, capture_output=True, text=True
+        ).stdout.strip()
+
+    return {
+        "nproc": sh("nproc"),
+        "cpu": sh("lscpu | grep 'Model name' | sed 's/.*: *//'"),
+        "memory": sh("free -h | awk '/Mem:/ {print $2}'"),
+        "postgres": sh("psql -h 127.0.0.1 -U postgres -Atc 'SHOW server_version'"),
+        "python": platform.python_version(),
+        "load_before": sh("cut -d' ' -f1-3 /proc/loadavg"),
+    }
+
+
+def table(results: list[Result]) -> str:
+    def ms(v: float | None) -> str:
+        return "-" if v is None else f"{v:.0f}"
+
+    lines = [
+        "| scenario | kind | deliveries | received | dups | deliveries/s | wall s | p50 ms | p95 ms | p99 ms | notes |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in results:
+        lines.append(
+            f"| {r.name} | {r.kind} | {r.deliveries} | {r.received} | {r.duplicates} | "
+            f"{r.rate:.0f} | {r.wall:.1f} | {ms(r.p50_ms)} | {ms(r.p95_ms)} | {ms(r.p99_ms)} | "
+            f"{'; '.join(r.notes)} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="webhook-relay delivery benchmark")
+    parser.add_argument("--quick", action="store_true", help="small smoke run")
+    parser.add_argument(
+        "--events", type=int, default=2000, help="events per fast scenario"
+    )
+    parser.add_argument("--slow-events", type=int, default=600)
+    parser.add_argument("--steady-events", type=int, default=300)
+    parser.add_argument(
+        "--endpoints", type=int, default=2, help="M endpoints, all subscribed"
+    )
+    parser.add_argument(
+        "--only", default="", help="run scenarios whose name contains this"
+    )
+    parser.add_argument("--no-ceiling", action="store_true")
+    parser.add_argument(
+        "--timeout", type=float, default=300, help="seconds per scenario"
+    )
+    parser.add_argument("--database-url", default=DEFAULT_DB)
+    parser.add_argument(
+        "--rev", default="HEAD", help="commit whose engine to measure (exported clean)"
+    )
+    parser.add_argument(
+        "--worktree", action="store_true", help="measure this checkout as it is instead"
+    )
+    args = parser.parse_args(argv)
+    global ROOT
+    if args.worktree:
+        sha = "worktree"
+    else:
+        ROOT, sha = tree_export(args.rev)
+    if args.quick:
+        args.events, args.slow_events, args.steady_events = 200, 80, 40
+    if not args.database_url.rsplit("/", 1)[1].startswith("bench"):
+        parser.error("use a database of its own whose name starts with 'bench'")
+
+    info = machine()
+    info["commit"] = sha
+    database_prepare(args.database_url)
+    django_setup(args.database_url)
+    receivers = {"fast": ReceiverProcess(delay=0.0), "slow": ReceiverProcess(delay=0.1)}
+    results: list[Result] = []
+    m = args.endpoints
+    try:
+        if not args.no_ceiling:
+            n = args.events * m
+            for threads in (1, 8):
+                results.append(
+                    run_ceiling(
+                        f"fast ceiling {threads} thread(s)",
+                        receivers["fast"],
+                        count=n,
+                        threads=threads,
+                        m=m,
+                    )
+                )
+            results.append(
+                run_ceiling(
+                    "slow ceiling 8 threads",
+                    receivers["slow"],
+                    count=min(n, args.slow_events * m),
+                    threads=8,
+                    m=m,
+                )
+            )
+            print(table(results), flush=True)
+        for s in scenarios(
+            events=args.events,
+            slow_events=args.slow_events,
+            steady_events=args.steady_events,
+        ):
+            if args.only and args.only not in s.name:
+                continue
+            run = run_steady if s.steady_rate else run_backlog
+            results.append(
+                run(
+                    s,
+                    receivers[s.receiver],
+                    db_url=args.database_url,
+                    m=m,
+                    timeout=args.timeout,
+                )
+            )
+            print(table(results[-1:]).splitlines()[-1], flush=True)
+    finally:
+        for r in receivers.values():
+            r.stop()
+    info["load_after"] = machine()["load_before"]
+    print()
+    print(" ".join(f"{k}={v}" for k, v in info.items()))
+    print(table(results))
+    OUT.mkdir(exist_ok=True)
+    path = OUT / f"results-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}.json"
+    path.write_text(
+        json.dumps(
+            {
+                "machine": info,
+                "args": vars(args),
+                "results": [asdict(r) for r in results],
+            },
+            indent=2,
+        )
+    )
+    print(f"\nwritten {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
