@@ -2,19 +2,27 @@
 
 from __future__ import annotations
 
+import hashlib
+import secrets
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import F, Value
+from django.db.models import F, Q, Value
 from django.db.models.functions import Greatest, Least
 from django.db.models.lookups import GreaterThanOrEqual
 
 from endpoints import destinations, ratelimit
 from endpoints.matching import is_valid_subscription
-from endpoints.models import Endpoint, EndpointHealth, EndpointSecret, Merchant
+from endpoints.models import (
+    ApiKey,
+    Endpoint,
+    EndpointHealth,
+    EndpointSecret,
+    Merchant,
+)
 from relayproject.clock import utcnow
 
 _UNSET = object()
@@ -271,3 +279,51 @@ def endpoint_rate_take(*, endpoint_id: str, rate: float, now: float) -> float:
         row["rate_tokens"], row["rate_updated_at"], rate=rate, now=now
     )
     return max((1 - tokens) / rate, 0.001)
+
+
+API_KEY_PREFIX = "rk_"
+API_KEY_TOUCH_SECONDS = 60  # last_used_at is a hint, not an audit log
+
+
+def _api_key_hash(raw: str) -> str:
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+def apikey_create(*, name: str, merchant: Merchant | None = None) -> tuple[ApiKey, str]:
+    """A new key; the full key is returned once and only its hash is stored."""
+    prefix = f"{API_KEY_PREFIX}{secrets.token_hex(4)}"
+    full_key = f"{prefix}_{secrets.token_urlsafe(32)}"
+    key = ApiKey(
+        name=name, merchant=merchant, prefix=prefix, key_hash=_api_key_hash(full_key)
+    )
+    key.full_clean()
+    key.save()
+    return key, full_key
+
+
+def apikey_authenticate(raw: str, *, now: datetime | None = None) -> ApiKey | None:
+    """The live key for raw, or None; records use at most once a minute."""
+    if not raw.startswith(API_KEY_PREFIX) or len(raw) > 200:
+        return None
+    key = (
+        ApiKey.objects.select_related("merchant")
+        .filter(key_hash=_api_key_hash(raw), revoked_at__isnull=True)
+        .first()
+    )
+    if key is None:
+        return None
+    now = now or utcnow()
+    stale = now - timedelta(seconds=API_KEY_TOUCH_SECONDS)
+    if key.last_used_at is None or key.last_used_at < stale:
+        # Conditional, so a burst of requests writes the row once, not per request.
+        ApiKey.objects.filter(pk=key.pk).filter(
+            Q(last_used_at__isnull=True) | Q(last_used_at__lt=stale)
+        ).update(last_used_at=now)
+        key.last_used_at = now
+    return key
+
+
+def apikey_revoke(*, key: ApiKey, now: datetime | None = None) -> None:
+    if key.revoked_at is None:
+        key.revoked_at = now or utcnow()
+        key.save(update_fields=["revoked_at"])

@@ -1,0 +1,100 @@
+"""Request and response shapes of the events and deliveries API."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from ninja import Field, Schema
+
+from deliveries.models import Delivery
+from endpoints.matching import EVENT_TYPE_RE, MAX_EVENT_TYPE_LENGTH
+
+MAX_BATCH = 500
+
+
+class EventIn(Schema):
+    merchant: str = Field(min_length=1, max_length=64)
+    type: str = Field(
+        min_length=1, max_length=MAX_EVENT_TYPE_LENGTH, pattern=EVENT_TYPE_RE.pattern
+    )
+    data: dict[str, Any]
+
+
+class EventBatchIn(Schema):
+    events: list[EventIn] = Field(min_length=1, max_length=MAX_BATCH)
+
+
+class DeliveryRef(Schema):
+    id: str
+    endpoint_id: str
+    status: Delivery.Status
+
+
+class EventOut(Schema):
+    id: str
+    type: str
+    merchant: str = Field(alias="merchant.slug")
+    created_at: datetime
+    deliveries: list[DeliveryRef]
+
+    @staticmethod
+    def resolve_deliveries(obj) -> list:
+        # A fresh publish carries the rows it made; a stored event is prefetched.
+        made = getattr(obj, "created_deliveries", None)
+        return made if made is not None else list(obj.deliveries.all())
+
+
+class EventDetail(EventOut):
+    data: dict[str, Any]
+
+
+class EventBatchOut(Schema):
+    items: list[EventOut]
+
+
+class DeliveryOut(Schema):
+    id: str
+    event_id: str
+    endpoint_id: str
+    merchant: str = Field(alias="endpoint.merchant.slug")
+    status: Delivery.Status
+    attempt_count: int
+    next_attempt_at: datetime
+    last_attempt_at: datetime | None
+    last_status_code: int | None
+    last_error: str
+    last_response_ms: float | None
+    created_at: datetime
+    succeeded_at: datetime | None
+    dead_at: datetime | None
+
+
+class AttemptOut(Schema):
+    number: int
+    started_at: datetime
+    outcome: str
+    status_code: int | None
+    response_ms: float | None
+    error_kind: str
+    error_message: str
+    response_excerpt: str = Field(alias="response_body")
+    worker_id: str
+
+
+class DeliveryDetail(DeliveryOut):
+    attempts: list[AttemptOut]
+
+    @staticmethod
+    def resolve_attempts(obj) -> list:
+        return list(obj.attempts.all())
+
+
+class DeliveryPage(Schema):
+    items: list[DeliveryOut]
+    next_cursor: str | None
+
+
+class Replayed(Schema):
+    id: str
+    status: Delivery.Status

@@ -1,0 +1,94 @@
+"""Request and response shapes of the merchants and endpoints API."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from ninja import Field, Schema
+from pydantic import StringConstraints
+
+from endpoints.matching import SUBSCRIPTION_RE
+from endpoints.models import Endpoint, EndpointHealth
+
+Subscription = Annotated[
+    str, StringConstraints(max_length=255, pattern=SUBSCRIPTION_RE.pattern)
+]
+MaxAttempts = Annotated[int, Field(ge=1, le=100)]
+RateLimit = Annotated[float, Field(gt=0, le=10000)]
+
+
+class MerchantIn(Schema):
+    slug: str = Field(min_length=1, max_length=64, pattern=r"^[-a-zA-Z0-9_]+$")
+    name: str = Field(min_length=1, max_length=200)
+
+
+class MerchantOut(Schema):
+    slug: str
+    name: str
+    is_active: bool
+    created_at: datetime
+
+
+class EndpointIn(Schema):
+    url: str = Field(min_length=1, max_length=2000)
+    description: str = Field("", max_length=500)
+    event_types: list[Subscription] = Field(default_factory=list, max_length=100)
+    max_attempts: MaxAttempts | None = None
+    rate_limit_per_second: RateLimit | None = None
+
+
+class EndpointPatch(Schema):
+    url: str | None = Field(None, min_length=1, max_length=2000)
+    description: str | None = Field(None, max_length=500)
+    event_types: list[Subscription] | None = Field(None, max_length=100)
+    max_attempts: MaxAttempts | None = None
+    rate_limit_per_second: RateLimit | None = None
+    is_active: bool | None = None
+
+
+class EndpointOut(Schema):
+    id: str
+    merchant: str = Field(alias="merchant.slug")
+    url: str
+    description: str
+    event_types: list[str]
+    is_active: bool
+    disabled_reason: str
+    max_attempts: int | None
+    rate_limit_per_second: float | None
+    breaker_state: str
+    created_at: datetime
+    updated_at: datetime
+
+    @staticmethod
+    def resolve_breaker_state(obj: Endpoint) -> str:
+        # Endpoints made outside the services get their health row later.
+        try:
+            return obj.health.breaker_state
+        except EndpointHealth.DoesNotExist:
+            return EndpointHealth.State.CLOSED
+
+
+class EndpointCreated(EndpointOut):
+    secret: str
+
+
+class EndpointPage(Schema):
+    items: list[EndpointOut]
+    next_cursor: str | None
+
+
+class SecretRotated(Schema):
+    secret: str
+    previous_expires_at: datetime
+
+
+class RecoverIn(Schema):
+    since: datetime
+    until: datetime | None = None
+    dry_run: bool = False
+
+
+class RecoverOut(Schema):
+    count: int

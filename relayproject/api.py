@@ -1,0 +1,127 @@
+"""The REST API for other services, mounted at /api/v1/ (CONTRACT.md section 3).
+
+Every error leaves here as application/problem+json; the handlers below turn
+ninja's, pydantic's and the services' exceptions into that one shape.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import IntegrityError
+from django.http import Http404, HttpRequest, HttpResponse
+from ninja import NinjaAPI
+from ninja.errors import AuthenticationError, HttpError, ValidationError
+
+from deliveries.api import router as deliveries_router
+from endpoints.api import router as endpoints_router
+from relayproject.apiauth import ApiKeyAuth
+from relayproject.problems import (
+    PROBLEM_CONTENT_TYPE,
+    ApiProblem,
+    errors_from_message_dict,
+    problem_response,
+)
+
+logger = logging.getLogger("deliveries.api")
+
+BODY_REFUSALS = {
+    400: "Malformed JSON",
+    413: "Body larger than MAX_EVENT_BYTES",
+    415: "Body is not application/json",
+}
+
+
+class RelayApi(NinjaAPI):
+    def get_openapi_schema(self, **kwargs):
+        """Error answers are documented as problem+json, which is what they are."""
+        schema = super().get_openapi_schema(**kwargs)
+        problem = {"$ref": "#/components/schemas/Problem"}
+        for operations in schema.get("paths", {}).values():
+            for operation in operations.values():
+                responses = operation.setdefault("responses", {})
+                if "requestBody" in operation:
+                    # Refused by ApiProblemMiddleware before the operation runs.
+                    for status, why in BODY_REFUSALS.items():
+                        responses.setdefault(
+                            str(status),
+                            {
+                                "description": why,
+                                "content": {PROBLEM_CONTENT_TYPE: {"schema": problem}},
+                            },
+                        )
+                for status, answer in responses.items():
+                    content = answer.get("content", {})
+                    if int(status) >= 400 and "application/json" in content:
+                        content[PROBLEM_CONTENT_TYPE] = content.pop("application/json")
+        return schema
+
+
+api = RelayApi(
+    title="webhook-relay",
+    version="1",
+    description="Provision merchants and endpoints, publish events, inspect and "
+    "replay deliveries. Authenticate with `Authorization: Bearer <api key>`.",
+    urls_namespace="api",
+    auth=ApiKeyAuth(),
+)
+api.add_router("/", endpoints_router)
+api.add_router("/", deliveries_router)
+
+
+def _loc(loc) -> list:
+    return [part if isinstance(part, int) else str(part) for part in loc]
+
+
+@api.exception_handler(ValidationError)
+def _invalid(request: HttpRequest, exc: ValidationError) -> HttpResponse:
+    errors = [
+        {"loc": _loc(e.get("loc", ())), "msg": e.get("msg", "")} for e in exc.errors
+    ]
+    return problem_response(422, "The request has invalid fields.", errors)
+
+
+@api.exception_handler(DjangoValidationError)
+def _refused(request: HttpRequest, exc: DjangoValidationError) -> HttpResponse:
+    if hasattr(exc, "error_dict"):
+        errors = errors_from_message_dict(exc.message_dict)
+    else:
+        errors = [{"loc": ["body"], "msg": m} for m in exc.messages]
+    return problem_response(422, "The request has invalid fields.", errors)
+
+
+@api.exception_handler(AuthenticationError)
+def _unauthenticated(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
+    response = problem_response(
+        401, "Send a live API key as `Authorization: Bearer <key>`."
+    )
+    response["WWW-Authenticate"] = "Bearer"
+    return response
+
+
+@api.exception_handler(HttpError)
+def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
+    return problem_response(exc.status_code, str(exc))
+
+
+@api.exception_handler(ApiProblem)
+def _problem(request: HttpRequest, exc: ApiProblem) -> HttpResponse:
+    return problem_response(exc.status, exc.detail, exc.errors)
+
+
+@api.exception_handler(Http404)
+def _not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
+    return problem_response(404, str(exc) or "Not found.")
+
+
+@api.exception_handler(IntegrityError)
+def _conflict(request: HttpRequest, exc: IntegrityError) -> HttpResponse:
+    # A concurrent request created the same thing first (e.g. a merchant slug).
+    return problem_response(409, "Conflicts with a concurrent change; retry.")
+
+
+@api.exception_handler(Exception)
+def _server_error(request: HttpRequest, exc: Exception) -> HttpResponse:
+    logger.exception("API operation failed: %s %s", request.method, request.path)
+    return problem_response(500, "An internal error occurred.")

@@ -1,0 +1,51 @@
+"""Cursor pagination over time-ordered ids, newest first.
+
+Ids start with their creation time in milliseconds, so "id < cursor" is a
+keyset that new rows never shift: they sort above the first page. (A row whose
+id was generated before the cursor but committed after it can still appear
+behind it; ids come from the web process clock at creation.)
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+
+from django.db.models import QuerySet
+from ninja.errors import ValidationError
+
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 200
+
+
+def cursor_encode(last_id: str) -> str:
+    return base64.urlsafe_b64encode(last_id.encode()).decode().rstrip("=")
+
+
+def cursor_decode(cursor: str) -> str:
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        value = base64.urlsafe_b64decode(padded.encode("ascii")).decode("ascii")
+    except (binascii.Error, UnicodeError, ValueError):
+        value = ""
+    if not value or len(value) > 40 or not value.isprintable():
+        raise ValidationError(
+            [{"loc": ["query", "cursor"], "msg": "Not a cursor from this API."}]
+        )
+    return value
+
+
+def paginate(
+    queryset: QuerySet, *, cursor: str | None, limit: int = DEFAULT_LIMIT
+) -> dict:
+    """{"items": up to limit rows, "next_cursor": str | None}, newest id first."""
+    queryset = queryset.order_by("-pk")
+    if cursor:
+        queryset = queryset.filter(pk__lt=cursor_decode(cursor))
+    rows = list(queryset[: limit + 1])
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return {
+        "items": rows,
+        "next_cursor": cursor_encode(rows[-1].pk) if more and rows else None,
+    }

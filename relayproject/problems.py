@@ -1,0 +1,132 @@
+"""RFC 9457 problem+json answers for everything under /api/.
+
+The middleware refuses oversized and non-JSON bodies before anything reads
+them, and rewrites Django's own error pages (unknown path, wrong method) on
+API paths into problems, so clients parse one error shape everywhere.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Sequence
+from http import HTTPStatus
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse
+from ninja import Schema
+
+PROBLEM_CONTENT_TYPE = "application/problem+json"
+API_PREFIX = "/api/"
+BATCH_PATH = "/api/v1/events/batch"
+BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+
+
+class ProblemError(Schema):
+    loc: list[str | int]
+    msg: str
+
+
+class Problem(Schema):
+    type: str
+    title: str
+    status: int
+    detail: str
+    errors: list[ProblemError]
+
+
+def problem_body(
+    status: int,
+    detail: str = "",
+    errors: Iterable[dict] = (),
+    *,
+    title: str | None = None,
+) -> dict:
+    phrase = HTTPStatus(status).phrase
+    return {
+        "type": f"https://webhook-relay.dev/problems/{phrase.lower().replace(' ', '-')}",
+        "title": title or phrase,
+        "status": status,
+        "detail": detail or phrase,
+        "errors": [{"loc": list(e["loc"]), "msg": str(e["msg"])} for e in errors],
+    }
+
+
+def problem_response(
+    status: int, detail: str = "", errors: Iterable[dict] = (), **kwargs
+) -> HttpResponse:
+    return HttpResponse(
+        json.dumps(problem_body(status, detail, errors, **kwargs)),
+        status=status,
+        content_type=PROBLEM_CONTENT_TYPE,
+    )
+
+
+def errors_from_message_dict(
+    message_dict: dict[str, Sequence[str]], *, prefix: Sequence[str | int] = ("body",)
+) -> list[dict]:
+    """A django ValidationError's fields as problem errors (NON_FIELD -> the body)."""
+    errors = []
+    for field, messages in message_dict.items():
+        loc = [*prefix] if field == "__all__" else [*prefix, field]
+        errors.extend({"loc": loc, "msg": m} for m in messages)
+    return errors
+
+
+def body_limit(path: str) -> int:
+    # A batch carries many events; Django's own upload ceiling bounds it, and
+    # each event in it is checked against MAX_EVENT_BYTES on its own.
+    if path.rstrip("/") == BATCH_PATH:
+        return settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    return settings.MAX_EVENT_BYTES
+
+
+class ApiProblemMiddleware:
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if not request.path.startswith(API_PREFIX):
+            return self.get_response(request)
+        refused = self._refuse_body(request)
+        if refused is not None:
+            return refused
+        response = self.get_response(request)
+        content_type = response.get("Content-Type", "")
+        if response.status_code >= 400 and not content_type.startswith(
+            PROBLEM_CONTENT_TYPE
+        ):
+            rewritten = problem_response(response.status_code)
+            if response.has_header("Allow"):
+                rewritten["Allow"] = response["Allow"]
+            return rewritten
+        return response
+
+    def _refuse_body(self, request: HttpRequest) -> HttpResponse | None:
+        if request.method not in BODY_METHODS:
+            return None
+        raw_length = request.META.get("CONTENT_LENGTH") or "0"
+        try:
+            length = int(raw_length)
+        except ValueError:
+            return problem_response(400, "Content-Length is not a number.")
+        limit = body_limit(request.path)
+        if length > limit:
+            return problem_response(
+                413, f"The body is {length} bytes; at most {limit} are accepted."
+            )
+        media_type = request.content_type or ""
+        if length > 0 and media_type != "application/json":
+            return problem_response(
+                415, f"Bodies are application/json, not {media_type or 'untyped'}."
+            )
+        return None
+
+
+class ApiProblem(Exception):
+    """Raised by an operation to answer with a problem naming fields."""
+
+    def __init__(self, status: int, detail: str, errors: Iterable[dict] = ()) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+        self.errors = list(errors)
