@@ -71,3 +71,24 @@ def test_a_500_is_retried_later_and_the_attempt_is_recorded(receiver):
         "retry",
         "boom",
     )
+
+
+def test_during_a_rotation_overlap_both_secrets_verify_a_real_delivery(receiver):
+    from endpoints.services import endpoint_rotate_secret
+
+    endpoint = factories.endpoint(url=receiver.url)
+    old_secret = EndpointSecret.objects.get(endpoint=endpoint).secret
+    new_secret, _expires = endpoint_rotate_secret(endpoint=endpoint)
+    event_publish(merchant=endpoint.merchant, type="a", data={"rotated": True})
+
+    make_dispatcher().run(drain=True)
+
+    request = receiver.wait_for(1)[0]
+    assert len(request.headers["webhook-signature"].split(" ")) == 2
+    for secret in (old_secret, new_secret.secret):
+        assert Webhook(secret).verify(request.body, request.headers) == {
+            "id": request.headers["webhook-id"],
+            "type": "a",
+            "timestamp": request.json["timestamp"],
+            "data": {"rotated": True},
+        }
