@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 POLL_SECONDS = 0.05  # how often a test looks at the database while it waits
 
 
-def test_database_url(*, host: str | None = None, port: int | None = None) -> str:
+def dispatcher_database_url(*, host: str | None = None, port: int | None = None) -> str:
     db = connection.settings_dict
     credentials = quote(db["USER"] or "")
     if db["PASSWORD"]:
@@ -43,7 +43,7 @@ def child_env(*, database_url: str | None = None) -> dict[str, str]:
     env.pop("TEST_DATABASE_URL", None)
     env.pop("TEST_DATABASE_NAME", None)
     env.update(
-        DATABASE_URL=database_url or test_database_url(),
+        DATABASE_URL=database_url or dispatcher_database_url(),
         RELAY_ALLOW_PRIVATE_DESTINATIONS="true",
         PYTHONUNBUFFERED="1",
     )

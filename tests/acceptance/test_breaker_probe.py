@@ -1,0 +1,58 @@
+"""Two dispatcher processes, one open breaker past its cooldown: one probe."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+
+import pytest
+
+from endpoints.models import EndpointHealth
+from relayproject.clock import utcnow
+from tests.acceptance.processes import publish_fan_out, wait_until
+from tests.fakes import Received, Reply
+
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.acceptance,
+    pytest.mark.django_db(transaction=True),
+]
+
+
+def test_two_dispatchers_send_exactly_one_probe_to_a_half_open_endpoint(
+    receiver, dispatchers
+):
+    publish_fan_out(url=receiver.url, events=5, endpoints=1)
+    now = utcnow()
+    EndpointHealth.objects.update(
+        breaker_state="open",
+        consecutive_failures=10,
+        cooldown_seconds=300,
+        opened_at=now - timedelta(seconds=301),
+        next_probe_at=now - timedelta(seconds=1),
+    )
+    # The probe is held in flight until the other dispatcher has claimed and
+    # exited, so the two really overlap; it then fails, keeping the breaker
+    # open (a success would close it and let the rest flow).
+    loser_done = threading.Event()
+
+    def hold_then_fail(_request: Received) -> Reply:
+        loser_done.wait(20)
+        return Reply(status=503)
+
+    receiver.respond = hold_then_fail
+    children = [dispatchers.start("--once", f"--worker-id=probe-{n}") for n in range(2)]
+    wait_until(
+        lambda: any(not c.running for c in children),
+        timeout=15,
+        what="one dispatcher to finish",
+    )
+    loser_done.set()
+    for child in children:
+        assert child.wait(30) == 0, child.stderr[-3000:]
+
+    assert len(receiver.received) == 1
+    summaries = sorted(c.stdout.split("stopped: ")[-1].split()[0] for c in children)
+    assert summaries == ["claimed=0", "claimed=1"]
+    health = EndpointHealth.objects.get()
+    assert (health.breaker_state, health.cooldown_seconds) == ("open", 600)
