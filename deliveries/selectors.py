@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
-from django.db.models import Prefetch, QuerySet
+from collections import Counter as Tally
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.db.models import Avg, Count, F, Max, Min, Prefetch, QuerySet
+from django.db.models.functions import TruncMinute
 
 from deliveries.models import Attempt, Delivery, Event
+from endpoints import breaker
+from endpoints.models import Endpoint, EndpointHealth
 
 
 def events_with_deliveries() -> QuerySet[Event]:
@@ -33,3 +41,297 @@ def delivery_with_attempts() -> QuerySet[Delivery]:
     return Delivery.objects.select_related("endpoint__merchant").prefetch_related(
         Prefetch("attempts", queryset=Attempt.objects.order_by("number"))
     )
+
+
+# --- Ops reads: the staff console, relay_status and /metrics ----------------
+# Every query below is backed by an index of Delivery (see its Meta): the due
+# index for pending rows, the partial dead_at and succeeded_at indexes for
+# the time windows, so the numbers stay cheap on tables of millions of rows.
+
+HOUR = timedelta(hours=1)
+DAY = timedelta(hours=24)
+OLDEST_PENDING_ALERT = timedelta(minutes=30)
+WINDOWS = {"1h": HOUR, "24h": DAY, "7d": timedelta(days=7)}
+
+
+@dataclass(frozen=True)
+class SlowEndpoint:
+    endpoint_id: str
+    url: str
+    merchant: str
+    p50_ms: float | None
+    p95_ms: float | None
+    p99_ms: float | None
+    sample_count: int
+    success_rate: float | None
+    breaker_state: str
+
+
+@dataclass(frozen=True)
+class PipelineSummary:
+    now: datetime
+    pending: int  # due now, waiting for a dispatcher
+    awaiting_retry: int  # pending, due later (backoff)
+    in_flight: int  # delivering, under a lease
+    dead: int
+    delivered_last_hour: int
+    failed_last_hour: int  # went dead in the last hour
+    oldest_pending_id: str | None
+    oldest_pending_age_seconds: float | None
+    avg_latency_seconds_last_hour: float | None  # created -> succeeded
+    dead_last_24h: int
+    dead_previous_24h: int
+    slow_endpoints: list[SlowEndpoint] = field(default_factory=list)
+    alerts: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class DeadLetterGroup:
+    endpoint_id: str
+    url: str
+    merchant: str
+    is_active: bool
+    count: int
+    top_error: str
+    top_error_count: int
+    top_status_code: int | None
+    top_status_count: int
+    first_dead_at: datetime
+    last_dead_at: datetime
+    avg_attempts: float
+
+
+def queue_depth(*, now: datetime) -> dict[str, int]:
+    """pending (due now), awaiting_retry, delivering and dead row counts."""
+    pending = Delivery.objects.filter(status=Delivery.Status.PENDING)
+    return {
+        "pending": pending.filter(next_attempt_at__lte=now).count(),
+        "awaiting_retry": pending.filter(next_attempt_at__gt=now).count(),
+        "delivering": Delivery.objects.filter(
+            status=Delivery.Status.DELIVERING
+        ).count(),
+        "dead": Delivery.objects.filter(status=Delivery.Status.DEAD).count(),
+    }
+
+
+def oldest_pending(*, now: datetime) -> tuple[str | None, float | None]:
+    """The due pending delivery that has waited longest, and for how many seconds.
+
+    Age counts from when it became due, so a delivery in backoff is not "late".
+    """
+    row = (
+        Delivery.objects.filter(
+            status=Delivery.Status.PENDING, next_attempt_at__lte=now
+        )
+        .order_by("next_attempt_at")
+        .values_list("pk", "next_attempt_at")
+        .first()
+    )
+    if row is None:
+        return None, None
+    return row[0], max(0.0, (now - row[1]).total_seconds())
+
+
+def slow_endpoints() -> list[SlowEndpoint]:
+    """Endpoints whose 24 h p95 is over the slow threshold, slowest first."""
+    healths = (
+        EndpointHealth.objects.filter(
+            p95_ms__gt=breaker.SLOW_P95_MS, sample_count__gte=breaker.MIN_SAMPLES
+        )
+        .select_related("endpoint__merchant")
+        .order_by("-p95_ms")
+    )
+    return [
+        SlowEndpoint(
+            endpoint_id=h.endpoint_id,
+            url=h.endpoint.url,
+            merchant=h.endpoint.merchant.slug,
+            p50_ms=h.p50_ms,
+            p95_ms=h.p95_ms,
+            p99_ms=h.p99_ms,
+            sample_count=h.sample_count,
+            success_rate=h.success_rate,
+            breaker_state=h.breaker_state,
+        )
+        for h in healths
+    ]
+
+
+def _avg_latency_seconds(*, since: datetime, until: datetime) -> float | None:
+    # Summed in Python from two timestamps: a datetime difference averaged in
+    # SQL comes back as an interval on PostgreSQL and as text on SQLite.
+    rows = Delivery.objects.filter(
+        status=Delivery.Status.SUCCEEDED,
+        succeeded_at__gte=since,
+        succeeded_at__lt=until,
+    ).values_list("created_at", "succeeded_at")
+    total, count = 0.0, 0
+    for created, succeeded in rows.iterator(chunk_size=5000):
+        total += (succeeded - created).total_seconds()
+        count += 1
+    return total / count if count else None
+
+
+def pipeline_summary(*, now: datetime) -> PipelineSummary:
+    """The numbers of contract section 7, with a warning line per alert condition."""
+    depth = queue_depth(now=now)
+    oldest_id, oldest_age = oldest_pending(now=now)
+    succeeded = Delivery.objects.filter(status=Delivery.Status.SUCCEEDED)
+    dead = Delivery.objects.filter(status=Delivery.Status.DEAD)
+    dead_24 = dead.filter(dead_at__gte=now - DAY, dead_at__lt=now).count()
+    dead_prev = dead.filter(dead_at__gte=now - 2 * DAY, dead_at__lt=now - DAY).count()
+    slow = slow_endpoints()
+    alerts = []
+    if oldest_age is not None and oldest_age > OLDEST_PENDING_ALERT.total_seconds():
+        alerts.append(
+            f"Oldest pending delivery {oldest_id} has waited "
+            f"{human_seconds(oldest_age)} (alert above 30 min): "
+            "are the dispatchers running?"
+        )
+    if dead_24 > dead_prev:
+        alerts.append(
+            f"Dead letters are growing: {dead_24} in the last 24 h "
+            f"against {dead_prev} in the 24 h before."
+        )
+    for s in slow:
+        alerts.append(
+            f"Endpoint {s.endpoint_id} ({s.url}) p95 is {s.p95_ms:.0f} ms, "
+            f"over the {breaker.SLOW_P95_MS} ms threshold."
+        )
+    return PipelineSummary(
+        now=now,
+        pending=depth["pending"],
+        awaiting_retry=depth["awaiting_retry"],
+        in_flight=depth["delivering"],
+        dead=depth["dead"],
+        delivered_last_hour=succeeded.filter(
+            succeeded_at__gte=now - HOUR, succeeded_at__lt=now
+        ).count(),
+        failed_last_hour=dead.filter(dead_at__gte=now - HOUR, dead_at__lt=now).count(),
+        oldest_pending_id=oldest_id,
+        oldest_pending_age_seconds=oldest_age,
+        avg_latency_seconds_last_hour=_avg_latency_seconds(since=now - HOUR, until=now),
+        dead_last_24h=dead_24,
+        dead_previous_24h=dead_prev,
+        slow_endpoints=slow,
+        alerts=alerts,
+    )
+
+
+def _top(tally: Tally) -> tuple[object, int]:
+    if not tally:
+        return None, 0
+    # Ties go to the smallest value so the answer does not depend on row order.
+    value, count = min(tally.items(), key=lambda kv: (-kv[1], str(kv[0])))
+    return value, count
+
+
+def dead_letter_analysis(
+    *, since: datetime, until: datetime, endpoint_id: str | None = None
+) -> list[DeadLetterGroup]:
+    """Dead letters per endpoint that died in [since, until), biggest group first."""
+    dead = Delivery.objects.filter(
+        status=Delivery.Status.DEAD, dead_at__gte=since, dead_at__lt=until
+    )
+    if endpoint_id is not None:
+        dead = dead.filter(endpoint_id=endpoint_id)
+    groups = list(
+        dead.values("endpoint_id")
+        .annotate(
+            n=Count("pk"),
+            first=Min("dead_at"),
+            last=Max("dead_at"),
+            attempts=Avg(F("attempt_count") - F("budget_start")),
+        )
+        .order_by()
+    )
+    errors: dict[str, Tally] = defaultdict(Tally)
+    for row in (
+        dead.values("endpoint_id", "last_error").annotate(n=Count("pk")).order_by()
+    ):
+        errors[row["endpoint_id"]][row["last_error"]] = row["n"]
+    codes: dict[str, Tally] = defaultdict(Tally)
+    for row in (
+        dead.values("endpoint_id", "last_status_code")
+        .annotate(n=Count("pk"))
+        .order_by()
+    ):
+        codes[row["endpoint_id"]][row["last_status_code"]] = row["n"]
+    endpoints = Endpoint.objects.select_related("merchant").in_bulk(
+        [g["endpoint_id"] for g in groups]
+    )
+    result = []
+    for g in groups:
+        endpoint = endpoints[g["endpoint_id"]]
+        error, error_n = _top(errors[g["endpoint_id"]])
+        code, code_n = _top(codes[g["endpoint_id"]])
+        result.append(
+            DeadLetterGroup(
+                endpoint_id=endpoint.pk,
+                url=endpoint.url,
+                merchant=endpoint.merchant.slug,
+                is_active=endpoint.is_active,
+                count=g["n"],
+                top_error=error or "",
+                top_error_count=error_n,
+                top_status_code=code,
+                top_status_count=code_n,
+                first_dead_at=g["first"],
+                last_dead_at=g["last"],
+                avg_attempts=float(g["attempts"]),
+            )
+        )
+    result.sort(key=lambda r: (-r.count, r.endpoint_id))
+    return result
+
+
+def dead_count_of_endpoint(*, endpoint_id: str) -> int:
+    return Delivery.objects.filter(
+        endpoint_id=endpoint_id, status=Delivery.Status.DEAD
+    ).count()
+
+
+def minute_series(
+    *, now: datetime, minutes: int = 60
+) -> list[tuple[datetime, int, int]]:
+    """(minute, delivered, failed) for each of the last `minutes` minutes, oldest first."""
+    end = now.replace(second=0, microsecond=0) + timedelta(minutes=1)
+    start = end - timedelta(minutes=minutes)
+    delivered = _per_minute(
+        Delivery.objects.filter(
+            status=Delivery.Status.SUCCEEDED,
+            succeeded_at__gte=start,
+            succeeded_at__lt=end,
+        ),
+        "succeeded_at",
+    )
+    failed = _per_minute(
+        Delivery.objects.filter(
+            status=Delivery.Status.DEAD, dead_at__gte=start, dead_at__lt=end
+        ),
+        "dead_at",
+    )
+    slots = [start + timedelta(minutes=i) for i in range(minutes)]
+    return [(m, delivered.get(m, 0), failed.get(m, 0)) for m in slots]
+
+
+def _per_minute(queryset: QuerySet[Delivery], field_name: str) -> dict[datetime, int]:
+    rows = (
+        queryset.annotate(minute=TruncMinute(field_name))
+        .values("minute")
+        .annotate(n=Count("pk"))
+        .order_by()
+    )
+    return {row["minute"]: row["n"] for row in rows}
+
+
+def human_seconds(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    if hours:
+        return f"{hours} h {minutes} min"
+    if minutes:
+        return f"{minutes} min {secs} s"
+    return f"{seconds:.1f} s"

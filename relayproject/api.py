@@ -6,6 +6,7 @@ ninja's, pydantic's and the services' exceptions into that one shape.
 
 from __future__ import annotations
 
+import json
 import logging
 
 from django.core.exceptions import ValidationError as DjangoValidationError
@@ -13,6 +14,7 @@ from django.db import IntegrityError
 from django.http import Http404, HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
+from ninja.parser import Parser
 
 from deliveries.api import router as deliveries_router
 from endpoints.api import router as endpoints_router
@@ -31,6 +33,19 @@ BODY_REFUSALS = {
     413: "Body larger than MAX_EVENT_BYTES",
     415: "Body is not application/json",
 }
+
+
+class ObjectParser(Parser):
+    def parse_body(self, request: HttpRequest) -> dict:
+        data = json.loads(request.body)
+        if not isinstance(data, dict):
+            # Well-formed JSON of the wrong shape is a 422, not a parse error.
+            raise ApiProblem(
+                422,
+                "The body must be a JSON object.",
+                [{"loc": ["body"], "msg": "Must be a JSON object."}],
+            )
+        return data
 
 
 class RelayApi(NinjaAPI):
@@ -65,13 +80,18 @@ api = RelayApi(
     "replay deliveries. Authenticate with `Authorization: Bearer <api key>`.",
     urls_namespace="api",
     auth=ApiKeyAuth(),
+    parser=ObjectParser(),
 )
 api.add_router("/", endpoints_router)
 api.add_router("/", deliveries_router)
 
 
 def _loc(loc) -> list:
-    return [part if isinstance(part, int) else str(part) for part in loc]
+    parts = [part if isinstance(part, int) else str(part) for part in loc]
+    # Operations name their body parameter "payload"; clients never see it.
+    if parts[:2] == ["body", "payload"]:
+        del parts[1]
+    return parts
 
 
 @api.exception_handler(ValidationError)
@@ -102,6 +122,8 @@ def _unauthenticated(request: HttpRequest, exc: AuthenticationError) -> HttpResp
 
 @api.exception_handler(HttpError)
 def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
+    if isinstance(exc.__cause__, ApiProblem):  # ninja wraps parser errors in a 400
+        return _problem(request, exc.__cause__)
     return problem_response(exc.status_code, str(exc))
 
 
