@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 from django.contrib import admin
-from django.urls import path
+from django.urls import include, path
+from django.views.generic import RedirectView
 
+from deliveries.metrics import metrics_view
 from relayproject import demo, views
 from relayproject.api import api
 
 urlpatterns = [
+    path("", RedirectView.as_view(pattern_name="portal:home"), name="root"),
+    path("portal/", include("endpoints.portal.urls")),
     path("admin/", admin.site.urls),
     path("api/v1/", api.urls),
     path("healthz", views.healthz, name="healthz"),
+    path("metrics", metrics_view, name="metrics"),
     path("demo/receiver/<str:endpoint_id>/", demo.receiver, name="demo-receiver"),
 ]

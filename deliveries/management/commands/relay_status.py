@@ -1,0 +1,141 @@
+"""python manage.py relay_status [--json]: pipeline, dead letters, slow endpoints."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from datetime import datetime
+
+from django.core.management.base import BaseCommand
+
+from deliveries import selectors
+from relayproject.clock import utcnow
+
+
+def _table(headers: list[str], rows: list[list[object]]) -> list[str]:
+    cells = [[str(c) for c in row] for row in [headers, *rows]]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    lines = [
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+        for row in cells
+    ]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return lines
+
+
+def _iso(value: object) -> str:
+    return value.isoformat() if isinstance(value, datetime) else str(value)
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f}"
+
+
+def _time(value: datetime) -> str:
+    return value.strftime("%Y-%m-%d %H:%M:%S")
+
+
+class Command(BaseCommand):
+    help = "Pipeline health summary, dead-letter analysis and slow endpoints."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--json", action="store_true", help="one JSON document")
+        parser.add_argument(
+            "--window",
+            choices=list(selectors.WINDOWS),
+            default="24h",
+            help="dead-letter analysis window (default 24h)",
+        )
+
+    def handle(self, *args, **options) -> None:
+        now = utcnow()
+        summary = selectors.pipeline_summary(now=now)
+        analysis = selectors.dead_letter_analysis(
+            since=now - selectors.WINDOWS[options["window"]], until=now
+        )
+        if options["json"]:
+            document = {
+                "summary": asdict(summary),
+                "dead_letters": {
+                    "window": options["window"],
+                    "endpoints": [asdict(g) for g in analysis],
+                },
+            }
+            self.stdout.write(json.dumps(document, indent=2, default=_iso))
+            return
+        s = summary
+        lines = [
+            f"Pipeline at {_time(s.now)} UTC",
+            *_table(
+                ["", "count"],
+                [
+                    ["pending (due now)", s.pending],
+                    ["awaiting retry", s.awaiting_retry],
+                    ["in flight", s.in_flight],
+                    ["dead", s.dead],
+                    ["delivered, last hour", s.delivered_last_hour],
+                    ["failed (dead), last hour", s.failed_last_hour],
+                    ["dead, last 24 h", s.dead_last_24h],
+                    ["dead, 24 h before", s.dead_previous_24h],
+                ],
+            ),
+            f"oldest pending: {s.oldest_pending_id or 'none'}"
+            + (
+                f", waiting {selectors.human_seconds(s.oldest_pending_age_seconds)}"
+                if s.oldest_pending_id
+                else ""
+            ),
+            "average delivery latency, last hour: "
+            + selectors.human_seconds(s.avg_latency_seconds_last_hour),
+            "",
+        ]
+        lines += [f"WARNING: {alert}" for alert in s.alerts] or ["no alerts"]
+        lines += ["", f"Dead letters per endpoint, last {options['window']}"]
+        if analysis:
+            lines += _table(
+                [
+                    "endpoint",
+                    "url",
+                    "dead",
+                    "top error",
+                    "top status",
+                    "first",
+                    "last",
+                    "avg attempts",
+                ],
+                [
+                    [
+                        g.endpoint_id + ("" if g.is_active else " (disabled)"),
+                        g.url,
+                        g.count,
+                        f"{g.top_error or '-'} ({g.top_error_count})",
+                        f"{g.top_status_code or 'none'} ({g.top_status_count})",
+                        _time(g.first_dead_at),
+                        _time(g.last_dead_at),
+                        f"{g.avg_attempts:.1f}",
+                    ]
+                    for g in analysis
+                ],
+            )
+        else:
+            lines.append("none")
+        lines += ["", "Slow endpoints (p95 over 24 h above 2000 ms)"]
+        if s.slow_endpoints:
+            lines += _table(
+                ["endpoint", "url", "p50 ms", "p95 ms", "p99 ms", "samples", "breaker"],
+                [
+                    [
+                        e.endpoint_id,
+                        e.url,
+                        _ms(e.p50_ms),
+                        _ms(e.p95_ms),
+                        _ms(e.p99_ms),
+                        e.sample_count,
+                        e.breaker_state,
+                    ]
+                    for e in s.slow_endpoints
+                ],
+            )
+        else:
+            lines.append("none")
+        self.stdout.write("\n".join(lines))
