@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import pytest
 import schemathesis
+from django.core.signals import request_finished, request_started
 from django.core.wsgi import get_wsgi_application
+from django.db import close_old_connections
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import response_schema_conformance
 
+from endpoints.services import apikey_create
 from tests import factories
 
 schema = schemathesis.openapi.from_wsgi("/api/v1/openapi.json", get_wsgi_application())
@@ -20,11 +23,20 @@ schema = schemathesis.openapi.from_wsgi("/api/v1/openapi.json", get_wsgi_applica
 
 @pytest.fixture
 def platform_key(db):
-    from endpoints.services import apikey_create
-
     merchant = factories.merchant("acme")
     factories.endpoint(merchant)
     return apikey_create(name="schemathesis")[1]
+
+
+@pytest.fixture(autouse=True)
+def _keep_the_test_connection():
+    # As django.test.Client does: the raw WSGI app would otherwise close the
+    # connection that holds the test transaction at the end of each request.
+    for signal in (request_started, request_finished):
+        signal.disconnect(close_old_connections)
+    yield
+    for signal in (request_started, request_finished):
+        signal.connect(close_old_connections)
 
 
 @schema.parametrize()
