@@ -21,10 +21,7 @@ $(STAMP): requirements.txt
 run: install
 	RELAY_ALLOW_PRIVATE_DESTINATIONS=true $(BIN)/python manage.py migrate --noinput
 	RELAY_ALLOW_PRIVATE_DESTINATIONS=true $(BIN)/python manage.py seed_demo --base-url http://$(HOST):$(PORT)
-	@trap 'kill 0' INT TERM EXIT; \
-	RELAY_ALLOW_PRIVATE_DESTINATIONS=true $(BIN)/python manage.py run_dispatcher & \
-	RELAY_ALLOW_PRIVATE_DESTINATIONS=true $(BIN)/python manage.py runserver --noreload $(HOST):$(PORT) & \
-	wait
+	$(BIN)/python -m relayproject.devrun $(HOST) $(PORT)
 
 # The whole suite. With TEST_DATABASE_URL (as .ci/run sets) it runs on
 # PostgreSQL, then the tests marked both_backends run again on SQLite.
