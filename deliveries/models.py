@@ -172,3 +172,12 @@ class Counter(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name}{{{self.label}}}={self.value} ({self.shard})"
+
+
+class DeadLetter(Delivery):
+    """Dead deliveries, as their own admin entry; same table, no extra columns."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "dead letter"
+        ordering = ["-dead_at"]

@@ -1,0 +1,324 @@
+"""Staff console for events, deliveries and dead letters.
+
+Declarative lists; the few views that act (replay, replay all dead of an
+endpoint, the pipeline page) live in deliveries/admin_views.py. Every list
+reads its foreign keys with list_select_related and skips the full-table count.
+"""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.urls import path, reverse
+from django.utils.html import format_html
+from django.utils.http import urlencode
+
+from deliveries import admin_views
+from deliveries.models import Attempt, DeadLetter, Delivery, Event
+
+RESPONSE_EXCERPT_CHARS = 200
+
+
+class AttemptInline(admin.TabularInline):
+    model = Attempt
+    extra = 0
+    can_delete = False
+    show_change_link = False
+    fields = readonly_fields = (
+        "number",
+        "started_at",
+        "outcome",
+        "status_code",
+        "response_ms",
+        "error_kind",
+        "error_message",
+        "response_excerpt",
+        "worker_id",
+    )
+    ordering = ("number",)
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    @admin.display(description="response (excerpt)")
+    def response_excerpt(self, attempt: Attempt) -> str:
+        body = attempt.response_body
+        if len(body) <= RESPONSE_EXCERPT_CHARS:
+            return body
+        return body[:RESPONSE_EXCERPT_CHARS] + "…"
+
+
+class DeliveryInline(admin.TabularInline):
+    model = Delivery
+    extra = 0
+    can_delete = False
+    show_change_link = True
+    fields = readonly_fields = (
+        "endpoint",
+        "status",
+        "attempt_count",
+        "last_status_code",
+        "last_error",
+        "succeeded_at",
+        "dead_at",
+    )
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("endpoint")
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(Event)
+class EventAdmin(admin.ModelAdmin):
+    list_display = ("id", "type", "merchant", "created_at")
+    list_select_related = ("merchant",)
+    list_filter = (("merchant", admin.RelatedOnlyFieldListFilter), "created_at")
+    search_fields = ("=id", "=type")
+    show_full_result_count = False
+    ordering = ("-id",)  # ids are time-ordered: the primary key index sorts them
+    inlines = (DeliveryInline,)
+    readonly_fields = (
+        "id",
+        "merchant",
+        "type",
+        "data",
+        "created_at",
+        "idempotency_scope",
+        "idempotency_key",
+    )
+    exclude = ("request_fingerprint",)
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+
+class ReplayableAdmin(admin.ModelAdmin):
+    """What the delivery list and the dead-letter list share: columns, search, replay."""
+
+    list_select_related = ("event", "endpoint__merchant")
+    search_help_text = "A delivery id (dlv_…), event id (evt_…), endpoint id (ep_…) or part of an endpoint URL."
+    show_full_result_count = False
+    list_per_page = 50
+    actions = ("replay_selected",)
+    inlines = (AttemptInline,)
+    change_form_template = "admin/deliveries/delivery_change_form.html"
+    readonly_fields = (
+        "id",
+        "event_link",
+        "event_type",
+        "endpoint_link",
+        "status",
+        "attempt_count",
+        "budget_start",
+        "next_attempt_at",
+        "claimed_by",
+        "claimed_until",
+        "last_attempt_at",
+        "last_status_code",
+        "last_error",
+        "last_response_ms",
+        "created_at",
+        "succeeded_at",
+        "dead_at",
+    )
+    fields = readonly_fields
+
+    # Staff permissions are the ones on Delivery for both lists, so giving
+    # someone "change delivery" is what lets them replay, wherever they are.
+    def _has(self, request, action: str) -> bool:
+        return request.user.has_perm(f"deliveries.{action}_delivery")
+
+    def has_view_permission(self, request, obj=None) -> bool:
+        return self._has(request, "view") or self._has(request, "change")
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return self._has(request, "change")
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return self._has(request, "delete")
+
+    def has_module_permission(self, request) -> bool:
+        return self.has_view_permission(request)
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def get_search_results(self, request, queryset, search_term):
+        # One indexed condition per kind of id instead of an OR across three
+        # tables, which would scan every delivery.
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        if term.startswith("dlv_"):
+            return queryset.filter(pk=term), False
+        if term.startswith("evt_"):
+            return queryset.filter(event_id=term), False
+        if term.startswith("ep_"):
+            return queryset.filter(endpoint_id=term), False
+        from endpoints.models import Endpoint
+
+        endpoint_ids = Endpoint.objects.filter(url__icontains=term).values("pk")
+        return queryset.filter(endpoint_id__in=endpoint_ids), False
+
+    def get_urls(self):
+        return [
+            path(
+                "<path:object_id>/replay/",
+                self.admin_site.admin_view(admin_views.ReplayView.as_view(admin=self)),
+                name=f"{self.opts.app_label}_{self.opts.model_name}_replay",
+            ),
+            *super().get_urls(),
+        ]
+
+    @admin.display(description="event type", ordering="event__type")
+    def event_type(self, delivery: Delivery) -> str:
+        return delivery.event.type
+
+    @admin.display(description="endpoint")
+    def endpoint_url(self, delivery: Delivery) -> str:
+        return delivery.endpoint.url
+
+    @admin.display(description="merchant")
+    def merchant(self, delivery: Delivery) -> str:
+        return delivery.endpoint.merchant.slug
+
+    @admin.display(description="event")
+    def event_link(self, delivery: Delivery) -> str:
+        url = reverse("admin:deliveries_event_change", args=[delivery.event_id])
+        return format_html('<a href="{}">{}</a>', url, delivery.event_id)
+
+    @admin.display(description="endpoint")
+    def endpoint_link(self, delivery: Delivery) -> str:
+        url = reverse("admin:endpoints_endpoint_change", args=[delivery.endpoint_id])
+        return format_html(
+            '<a href="{}">{}</a> {}', url, delivery.endpoint_id, delivery.endpoint.url
+        )
+
+    @admin.display(description="replay")
+    def replay_button(self, delivery: Delivery) -> str:
+        if delivery.status not in admin_views.REPLAYABLE:
+            return "-"
+        url = reverse("admin:deliveries_delivery_replay", args=[delivery.pk])
+        # formaction posts the surrounding changelist form, which carries the
+        # CSRF token; a form cannot be nested inside it.
+        return format_html(
+            '<button type="submit" class="button replay-button" formmethod="post" '
+            'formaction="{}?{}">Replay</button>',
+            url,
+            urlencode({"next": self._changelist_url()}),
+        )
+
+    def _changelist_url(self) -> str:
+        return reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_changelist")
+
+    @admin.action(description="Replay selected deliveries", permissions=["change"])
+    def replay_selected(self, request, queryset) -> None:
+        admin_views.replay_many(self, request, queryset)
+
+    def get_list_display(self, request):
+        columns = super().get_list_display(request)
+        if self.has_change_permission(request):
+            return columns
+        return tuple(c for c in columns if c != "replay_button")
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        extra_context = extra_context or {}
+        extra_context["can_replay"] = self.has_change_permission(request)
+        extra_context["replay_statuses"] = admin_views.REPLAYABLE
+        return super().change_view(request, object_id, form_url, extra_context)
+
+
+@admin.register(Delivery)
+class DeliveryAdmin(ReplayableAdmin):
+    list_display = (
+        "id",
+        "status",
+        "event_type",
+        "endpoint_url",
+        "merchant",
+        "attempt_count",
+        "last_status_code",
+        "last_error",
+        "created_at",
+        "replay_button",
+    )
+    list_filter = (
+        "status",
+        ("endpoint__merchant", admin.RelatedFieldListFilter),
+        ("endpoint", admin.RelatedFieldListFilter),
+        "created_at",
+    )
+    search_fields = ("=id",)  # the search itself is get_search_results
+    ordering = ("-id",)  # time-ordered ids: the primary key index sorts them
+
+    def get_urls(self):
+        return [
+            path(
+                "pipeline/",
+                self.admin_site.admin_view(
+                    admin_views.PipelineView.as_view(admin=self)
+                ),
+                name="deliveries_pipeline",
+            ),
+            *super().get_urls(),
+        ]
+
+
+@admin.register(DeadLetter)
+class DeadLetterAdmin(ReplayableAdmin):
+    list_display = (
+        "id",
+        "dead_at",
+        "endpoint_url",
+        "merchant",
+        "event_type",
+        "last_status_code",
+        "last_error",
+        "attempts",
+        "replay_button",
+    )
+    list_filter = (
+        ("endpoint__merchant", admin.RelatedFieldListFilter),
+        ("endpoint", admin.RelatedFieldListFilter),
+        "dead_at",
+    )
+    search_fields = ("=id",)
+    ordering = ("-dead_at", "-id")  # the partial dead_at index serves it
+    change_list_template = "admin/deliveries/deadletter/change_list.html"
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).filter(status=Delivery.Status.DEAD)
+
+    @admin.display(description="attempts")
+    def attempts(self, delivery: Delivery) -> int:
+        return delivery.attempts_in_budget
+
+    def get_urls(self):
+        return [
+            path(
+                "endpoint/<str:endpoint_id>/replay/",
+                self.admin_site.admin_view(
+                    admin_views.ReplayEndpointDeadView.as_view(admin=self)
+                ),
+                name="deliveries_deadletter_replay_endpoint",
+            ),
+            *super().get_urls(),
+        ]
+
+    def changelist_view(self, request, extra_context=None):
+        # The window is ours, not a filter: take it out before the changelist
+        # reads the query string, or it would refuse it as an unknown field.
+        window, request.GET = admin_views.pop_window(request.GET)
+        extra_context = extra_context or {}
+        extra_context.update(admin_views.analysis_context(window=window))
+        return super().changelist_view(request, extra_context)

@@ -1,0 +1,284 @@
+"""Staff console for merchants, endpoints, their health and API keys.
+
+Endpoints and keys are changed through services (actions here), never by
+editing rows: the services validate destinations and keep the breaker exact.
+"""
+
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.db.models import F
+from django.urls import reverse
+from django.utils.html import format_html
+from django.utils.http import urlencode
+
+from endpoints.models import (
+    ApiKey,
+    Endpoint,
+    EndpointHealth,
+    EndpointSecret,
+    Membership,
+    Merchant,
+)
+from endpoints.services import (
+    endpoint_breaker_open,
+    endpoint_breaker_reset,
+    endpoint_disable,
+    endpoint_enable,
+)
+
+
+class MembershipInline(admin.TabularInline):
+    model = Membership
+    extra = 0
+    raw_id_fields = ("user",)
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("user")
+
+
+@admin.register(Merchant)
+class MerchantAdmin(admin.ModelAdmin):
+    list_display = ("slug", "name", "is_active", "created_at", "endpoints_link")
+    list_filter = ("is_active",)
+    search_fields = ("slug", "name")
+    inlines = (MembershipInline,)
+
+    @admin.display(description="endpoints")
+    def endpoints_link(self, merchant: Merchant) -> str:
+        url = reverse("admin:endpoints_endpoint_changelist")
+        return format_html(
+            '<a href="{}?{}">endpoints</a>',
+            url,
+            urlencode({"merchant__id__exact": merchant.pk}),
+        )
+
+
+class EndpointSecretInline(admin.TabularInline):
+    model = EndpointSecret
+    extra = 0
+    can_delete = False
+    fields = readonly_fields = ("masked", "created_at", "expires_at")
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+
+def _log_and_tell(model_admin, request, endpoints, message: str) -> None:
+    for endpoint in endpoints:
+        model_admin.log_change(request, endpoint, message)
+    model_admin.message_user(
+        request, f"{message}: {', '.join(e.pk for e in endpoints)}.", messages.SUCCESS
+    )
+
+
+class EndpointActions:
+    """Breaker and enable/disable actions, shared by the endpoint and health lists.
+
+    Each list says how its selected rows map to endpoints with `_endpoints`.
+    """
+
+    @admin.action(description="Reset breaker (closed)", permissions=["change"])
+    def reset_breaker(self, request, queryset) -> None:
+        endpoints = self._endpoints(queryset)
+        for endpoint in endpoints:
+            endpoint_breaker_reset(endpoint_id=endpoint.pk)
+        _log_and_tell(self, request, endpoints, "Breaker reset")
+
+    @admin.action(description="Open breaker", permissions=["change"])
+    def open_breaker(self, request, queryset) -> None:
+        endpoints = self._endpoints(queryset)
+        for endpoint in endpoints:
+            endpoint_breaker_open(
+                endpoint_id=endpoint.pk, reason=f"opened by staff ({request.user})"
+            )
+        _log_and_tell(self, request, endpoints, "Breaker opened")
+
+    @admin.action(description="Disable endpoint", permissions=["change"])
+    def disable_endpoint(self, request, queryset) -> None:
+        endpoints = self._endpoints(queryset)
+        for endpoint in endpoints:
+            endpoint_disable(
+                endpoint=endpoint, reason=f"disabled by staff ({request.user})"
+            )
+        _log_and_tell(self, request, endpoints, "Disabled")
+
+    @admin.action(description="Enable endpoint", permissions=["change"])
+    def enable_endpoint(self, request, queryset) -> None:
+        endpoints = self._endpoints(queryset)
+        for endpoint in endpoints:
+            endpoint_enable(endpoint=endpoint)
+        _log_and_tell(self, request, endpoints, "Enabled")
+
+    actions = ("reset_breaker", "open_breaker", "disable_endpoint", "enable_endpoint")
+
+
+@admin.register(Endpoint)
+class EndpointAdmin(EndpointActions, admin.ModelAdmin):
+    list_display = (
+        "id",
+        "url",
+        "merchant",
+        "is_active",
+        "breaker_state",
+        "p95_ms",
+        "deliveries_links",
+    )
+    list_select_related = ("merchant", "health")
+    list_filter = ("is_active", ("merchant", admin.RelatedOnlyFieldListFilter))
+    search_fields = ("=id", "url", "=merchant__slug")
+    show_full_result_count = False
+    inlines = (EndpointSecretInline,)
+    fields = readonly_fields = (
+        "id",
+        "merchant",
+        "url",
+        "description",
+        "event_types",
+        "is_active",
+        "disabled_reason",
+        "disabled_at",
+        "max_attempts",
+        "rate_limit_per_second",
+        "created_at",
+        "updated_at",
+        "health_summary",
+        "deliveries_links",
+    )
+
+    def _endpoints(self, queryset) -> list[Endpoint]:
+        return list(queryset)
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("merchant", "health")
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    @admin.display(description="breaker", ordering="health__breaker_state")
+    def breaker_state(self, endpoint: Endpoint) -> str:
+        return endpoint.health.get_breaker_state_display()
+
+    @admin.display(
+        description="p95 ms", ordering=F("health__p95_ms").desc(nulls_last=True)
+    )
+    def p95_ms(self, endpoint: Endpoint) -> str:
+        p95 = endpoint.health.p95_ms
+        return "-" if p95 is None else f"{p95:.0f}"
+
+    @admin.display(description="health")
+    def health_summary(self, endpoint: Endpoint) -> str:
+        h = endpoint.health
+        url = reverse("admin:endpoints_endpointhealth_change", args=[h.pk])
+
+        def ms(value):
+            return "-" if value is None else f"{value:.0f} ms"
+
+        rate = "-" if h.success_rate is None else f"{h.success_rate:.1%}"
+        return format_html(
+            '<a href="{}">{}</a>; {} consecutive failures (threshold {}), '
+            "cooldown {} s, opened at {}{}; p50 {} / p95 {} / p99 {} over {} "
+            "attempts in 24 h; success {}{}",
+            url,
+            h.get_breaker_state_display(),
+            h.consecutive_failures,
+            h.failure_threshold,
+            f"{h.cooldown_seconds:.0f}",
+            h.opened_at or "-",
+            f" ({h.breaker_reason})" if h.breaker_reason else "",
+            ms(h.p50_ms),
+            ms(h.p95_ms),
+            ms(h.p99_ms),
+            h.sample_count,
+            rate,
+            "; SLOW" if h.is_slow else "",
+        )
+
+    @admin.display(description="deliveries")
+    def deliveries_links(self, endpoint: Endpoint) -> str:
+        query = urlencode({"endpoint__id__exact": endpoint.pk})
+        return format_html(
+            '<a href="{}?{}">deliveries</a> · <a href="{}?{}">dead letters</a>',
+            reverse("admin:deliveries_delivery_changelist"),
+            query,
+            reverse("admin:deliveries_deadletter_changelist"),
+            query,
+        )
+
+
+@admin.register(EndpointHealth)
+class EndpointHealthAdmin(EndpointActions, admin.ModelAdmin):
+    list_display = (
+        "endpoint_link",
+        "breaker_state",
+        "consecutive_failures",
+        "failure_threshold",
+        "cooldown_seconds",
+        "opened_at",
+        "p50_ms",
+        "p95_ms",
+        "p99_ms",
+        "sample_count",
+        "success_rate",
+        "is_slow",
+        "stats_refreshed_at",
+    )
+    list_select_related = ("endpoint",)
+    list_filter = ("breaker_state", "is_slow")
+    search_fields = ("=endpoint__id", "endpoint__url")
+    ordering = (F("p95_ms").desc(nulls_last=True),)
+    readonly_fields = [f.name for f in EndpointHealth._meta.fields] + ["endpoint_link"]
+
+    def _endpoints(self, queryset) -> list[Endpoint]:
+        return [health.endpoint for health in queryset.select_related("endpoint")]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+    @admin.display(description="endpoint", ordering="endpoint__url")
+    def endpoint_link(self, health: EndpointHealth) -> str:
+        return format_html(
+            '<a href="{}">{}</a> {}',
+            reverse("admin:endpoints_endpoint_change", args=[health.endpoint_id]),
+            health.endpoint_id,
+            health.endpoint.url,
+        )
+
+
+@admin.register(ApiKey)
+class ApiKeyAdmin(admin.ModelAdmin):
+    list_display = (
+        "name",
+        "merchant",
+        "prefix",
+        "is_platform",
+        "created_at",
+        "last_used_at",
+        "revoked_at",
+    )
+    list_select_related = ("merchant",)
+    list_filter = (("merchant", admin.RelatedOnlyFieldListFilter),)
+    search_fields = ("name", "=prefix")
+    # The hash is never shown: with it one could not log in, but it is
+    # still nobody's business; keys are made with `manage.py create_api_key`.
+    fields = readonly_fields = (
+        "name",
+        "merchant",
+        "prefix",
+        "created_at",
+        "last_used_at",
+        "revoked_at",
+    )
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    @admin.display(boolean=True, description="platform")
+    def is_platform(self, key: ApiKey) -> bool:
+        return key.is_platform
