@@ -1,0 +1,187 @@
+"""Reads the merchant portal needs: delivery pages, the request as sent, 24 h health."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.db.models import Prefetch, QuerySet
+
+from deliveries import signing
+from deliveries.models import Attempt, Delivery, Event
+from deliveries.stats import QUANTILES, WINDOW, percentile_cont
+from deliveries.transport import USER_AGENT
+from endpoints.selectors import live_secrets
+
+PAGE_SIZE = 50
+EVENT_TYPES_SHOWN = 200
+
+
+def delivery_of_merchant(*, merchant_id: int, delivery_id: str) -> Delivery | None:
+    return (
+        Delivery.objects.select_related("event", "endpoint")
+        .prefetch_related(
+            Prefetch("attempts", queryset=Attempt.objects.order_by("number"))
+        )
+        .filter(pk=delivery_id, endpoint__merchant_id=merchant_id)
+        .first()
+    )
+
+
+def event_types_seen(*, merchant_id: int) -> list[str]:
+    """Event types this merchant has published, for the subscription picker."""
+    return list(
+        Event.objects.filter(merchant_id=merchant_id)
+        .order_by("type")
+        .values_list("type", flat=True)
+        .distinct()[:EVENT_TYPES_SHOWN]
+    )
+
+
+@dataclass(frozen=True)
+class Page:
+    items: list[Delivery]
+    next_cursor: str | None
+
+
+def deliveries_page(
+    *,
+    merchant_id: int,
+    endpoint_id: str | None = None,
+    status: str | None = None,
+    event_type: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    cursor: str | None = None,
+    size: int = PAGE_SIZE,
+) -> Page:
+    """Newest first; ids are time-ordered, so the last id seen is the cursor."""
+    rows: QuerySet[Delivery] = Delivery.objects.select_related(
+        "event", "endpoint"
+    ).filter(endpoint__merchant_id=merchant_id)
+    if endpoint_id:
+        rows = rows.filter(endpoint_id=endpoint_id)
+    if status:
+        rows = rows.filter(status=status)
+    if event_type:
+        rows = rows.filter(event__type=event_type)
+    if since:
+        rows = rows.filter(created_at__gte=since)
+    if until:
+        rows = rows.filter(created_at__lt=until)
+    if cursor:
+        rows = rows.filter(pk__lt=cursor)
+    items = list(rows.order_by("-pk")[: size + 1])
+    next_cursor = items[size - 1].pk if len(items) > size else None
+    return Page(items=items[:size], next_cursor=next_cursor)
+
+
+@dataclass(frozen=True)
+class SentRequest:
+    headers: list[tuple[str, str]]
+    body: bytes
+
+
+def delivery_request(*, delivery: Delivery, now: datetime) -> SentRequest:
+    """The request of the last attempt (or the next one), rebuilt like the dispatcher does.
+
+    The body comes from the same serialize_body the dispatcher signs and sends;
+    signatures are computed with the secrets that sign now.
+    """
+    event = delivery.event
+    body = signing.serialize_body(
+        event_id=event.pk,
+        event_type=event.type,
+        created_at=event.created_at,
+        data=event.data,
+    )
+    attempts = list(delivery.attempts.all())
+    last = attempts[-1] if attempts else None
+    number = last.number if last else delivery.attempt_count + 1
+    headers = [
+        ("Content-Type", "application/json"),
+        ("User-Agent", USER_AGENT),
+        ("webhook-id", event.pk),
+    ]
+    if last is not None:
+        timestamp = int(last.started_at.timestamp())
+        secrets = live_secrets(endpoint_ids=[delivery.endpoint_id], now=now).get(
+            delivery.endpoint_id, []
+        )
+        headers.append(("webhook-timestamp", str(timestamp)))
+        if secrets:
+            headers.append(
+                (
+                    "webhook-signature",
+                    signing.signature_header(
+                        secrets=secrets, msg_id=event.pk, timestamp=timestamp, body=body
+                    ),
+                )
+            )
+    else:
+        headers.append(("webhook-timestamp", "(set when it is sent)"))
+        headers.append(
+            ("webhook-signature", "v1,… (one per live secret, at send time)")
+        )
+    headers += [
+        ("X-Relay-Event-Id", event.pk),
+        ("X-Relay-Delivery-Id", delivery.pk),
+        ("X-Relay-Attempt", str(number)),
+    ]
+    return SentRequest(headers=headers, body=body)
+
+
+@dataclass(frozen=True)
+class HourBucket:
+    start: datetime
+    attempts: int
+    failures: int
+
+
+@dataclass(frozen=True)
+class EndpointWindow:
+    p50_ms: float | None
+    p95_ms: float | None
+    p99_ms: float | None
+    samples: int
+    success_rate: float | None
+    hours: list[HourBucket]
+
+
+def endpoint_window(*, endpoint_id: str, now: datetime) -> EndpointWindow:
+    """Percentiles, success rate and hourly counts over the last 24 h, one query."""
+    since = now - WINDOW
+    rows = Attempt.objects.filter(
+        endpoint_id=endpoint_id, started_at__gte=since
+    ).values_list("started_at", "response_ms", "outcome")
+    first_hour = (now - WINDOW).replace(minute=0, second=0, microsecond=0) + timedelta(
+        hours=1
+    )
+    counts = [[0, 0] for _ in range(24)]
+    latencies: list[float] = []
+    successes = 0
+    for started_at, ms, outcome in rows.iterator(chunk_size=5000):
+        index = min(max(int((started_at - first_hour).total_seconds() // 3600), 0), 23)
+        counts[index][0] += 1
+        ok = outcome == Attempt.Outcome.SUCCEEDED
+        counts[index][1] += not ok
+        if ms is not None:
+            latencies.append(ms)
+            successes += ok
+    latencies.sort()
+    p50, p95, p99 = (
+        (percentile_cont(latencies, q) for q in QUANTILES)
+        if latencies
+        else (None, None, None)
+    )
+    return EndpointWindow(
+        p50_ms=p50,
+        p95_ms=p95,
+        p99_ms=p99,
+        samples=len(latencies),
+        success_rate=successes / len(latencies) if latencies else None,
+        hours=[
+            HourBucket(first_hour + timedelta(hours=i), a, f)
+            for i, (a, f) in enumerate(counts)
+        ],
+    )

@@ -1,0 +1,138 @@
+"""Endpoint list, create, detail, edit, disable/enable and delete."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
+
+from endpoints import services
+from endpoints.portal.access import READ, WRITE, Access, portal_view
+from endpoints.portal.forms import EndpointForm
+from endpoints.portal.present import breaker_words
+from endpoints.portal.selectors import secrets_live
+from endpoints.portal.views.common import page
+from endpoints.selectors import endpoints_of_merchant
+from relayproject.clock import utcnow
+
+BOTH = READ + WRITE
+
+
+def _seen_types(access: Access) -> list[str]:
+    from deliveries.portal_selectors import event_types_seen
+
+    return event_types_seen(merchant_id=access.merchant.pk)
+
+
+@portal_view()
+def endpoint_list(request: HttpRequest, access: Access) -> HttpResponse:
+    rows = [
+        (endpoint, breaker_words(getattr(endpoint, "health", None)))
+        for endpoint in endpoints_of_merchant(merchant_id=access.merchant.pk)
+    ]
+    return page(request, access, "endpoint_list.html", {"rows": rows})
+
+
+def _save(request: HttpRequest, access: Access, form: EndpointForm, save) -> bool:
+    """Run the service; its field errors go next to the fields and nothing is written."""
+    if not form.is_valid():
+        return False
+    try:
+        with transaction.atomic():
+            save(**form.service_kwargs())
+    except ValidationError as exc:
+        form.add_service_errors(exc)
+        return False
+    return True
+
+
+@portal_view(methods=BOTH)
+def endpoint_create(request: HttpRequest, access: Access) -> HttpResponse:
+    seen = _seen_types(access)
+    form = EndpointForm(
+        request.POST if request.method == "POST" else None, seen_types=seen
+    )
+    created = {}
+
+    def save(**fields):
+        created["endpoint"] = services.endpoint_create(
+            merchant=access.merchant, **fields
+        )
+
+    if request.method == "POST" and _save(request, access, form, save):
+        endpoint = created["endpoint"]
+        messages.success(request, f"Endpoint {endpoint.pk} created.")
+        return redirect("portal:endpoint_detail", access.merchant.slug, endpoint.pk)
+    status = 400 if request.method == "POST" else 200
+    return page(
+        request,
+        access,
+        "endpoint_form.html",
+        {"form": form, "creating": True},
+        status=status,
+    )
+
+
+@portal_view(methods=BOTH)
+def endpoint_edit(request: HttpRequest, access: Access) -> HttpResponse:
+    seen = _seen_types(access)
+    endpoint = access.endpoint
+    form = EndpointForm(
+        request.POST if request.method == "POST" else None,
+        seen_types=seen,
+        initial=EndpointForm.initial_for(endpoint, seen),
+    )
+
+    def save(**fields):
+        services.endpoint_update(endpoint=endpoint, **fields)
+
+    if request.method == "POST" and _save(request, access, form, save):
+        messages.success(request, "Endpoint saved.")
+        return redirect("portal:endpoint_detail", access.merchant.slug, endpoint.pk)
+    endpoint.refresh_from_db()
+    status = 400 if request.method == "POST" else 200
+    return page(
+        request,
+        access,
+        "endpoint_form.html",
+        {"form": form, "creating": False},
+        status=status,
+    )
+
+
+@portal_view()
+def endpoint_detail(request: HttpRequest, access: Access) -> HttpResponse:
+    return page(
+        request,
+        access,
+        "endpoint_detail.html",
+        {
+            "secrets": secrets_live(endpoint=access.endpoint, now=utcnow()),
+            "breaker": breaker_words(getattr(access.endpoint, "health", None)),
+        },
+    )
+
+
+@portal_view(methods=WRITE)
+def endpoint_toggle(request: HttpRequest, access: Access) -> HttpResponse:
+    endpoint = access.endpoint
+    if endpoint.is_active:
+        services.endpoint_disable(
+            endpoint=endpoint, reason=f"disabled in the portal by {request.user}"
+        )
+        messages.success(request, "Endpoint disabled: nothing is sent to it.")
+    else:
+        services.endpoint_enable(endpoint=endpoint)
+        messages.success(request, "Endpoint enabled; its breaker starts closed.")
+    return redirect("portal:endpoint_detail", access.merchant.slug, endpoint.pk)
+
+
+@portal_view(methods=BOTH)
+def endpoint_delete(request: HttpRequest, access: Access) -> HttpResponse:
+    if request.method == "POST":
+        services.endpoint_delete(endpoint=access.endpoint)
+        messages.success(request, f"Endpoint {access.endpoint.pk} deleted.")
+        return redirect("portal:endpoint_list", access.merchant.slug)
+    return page(request, access, "endpoint_delete.html")

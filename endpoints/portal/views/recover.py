@@ -1,0 +1,43 @@
+"""'Recover failed since...': a dry run shows the count, a second POST confirms."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
+
+from endpoints.portal.access import READ, WRITE, Access, portal_view
+from endpoints.portal.forms import RecoverForm
+from endpoints.portal.views.common import page
+from relayproject.clock import utcnow
+
+
+@portal_view(methods=READ + WRITE)
+def endpoint_recover(request: HttpRequest, access: Access) -> HttpResponse:
+    from deliveries.services import deliveries_recover
+
+    endpoint = access.endpoint
+    if request.method != "POST":
+        since = (utcnow() - timedelta(days=1)).strftime("%Y-%m-%dT%H:%M")
+        form = RecoverForm(initial={"since": since})
+        return page(request, access, "endpoint_recover.html", {"form": form})
+    form = RecoverForm(request.POST)
+    if not form.is_valid():
+        return page(
+            request, access, "endpoint_recover.html", {"form": form}, status=400
+        )
+    since = form.cleaned_data["since"]
+    if not form.cleaned_data["confirm"]:
+        count = deliveries_recover(endpoint=endpoint, since=since, dry_run=True)
+        confirm = RecoverForm(initial={"since": form.data["since"], "confirm": True})
+        return page(
+            request,
+            access,
+            "endpoint_recover.html",
+            {"form": confirm, "count": count, "since": since, "preview": True},
+        )
+    count = deliveries_recover(endpoint=endpoint, since=since)
+    messages.success(request, f"{count} dead deliveries are pending again.")
+    return redirect("portal:endpoint_deliveries", access.merchant.slug, endpoint.pk)

@@ -1,0 +1,136 @@
+"""Generated from endpoints.portal.urls.urlpatterns: a new route cannot be forgotten."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from deliveries.models import Delivery, Event
+from endpoints.models import Endpoint, EndpointSecret
+from endpoints.portal import urls as portal_urls
+
+ROUTES = [p for p in portal_urls.urlpatterns]
+SIGNED_IN = [p for p in ROUTES if p.name != "login"]
+MERCHANT_ROUTES = [p for p in ROUTES if "slug" in p.pattern.converters]
+OBJECT_ROUTES = [p for p in MERCHANT_ROUTES if len(p.pattern.converters) > 1]
+# Routes that change the session, not the merchant's data.
+SESSION_ROUTES = {"login", "logout"}
+
+
+def ids(route) -> str:
+    return route.name
+
+
+def url_for(route, side) -> str:
+    return reverse(f"portal:{route.name}", kwargs=side.kwargs(route.pattern.converters))
+
+
+def snapshot() -> tuple:
+    """Everything a portal POST could change."""
+    return (
+        list(
+            Endpoint.objects.order_by("pk").values_list(
+                "pk",
+                "url",
+                "description",
+                "event_types",
+                "is_active",
+                "max_attempts",
+                "rate_limit_per_second",
+            )
+        ),
+        list(EndpointSecret.objects.order_by("pk").values_list("pk", "expires_at")),
+        Event.objects.count(),
+        list(
+            Delivery.objects.order_by("pk").values_list(
+                "pk", "status", "budget_start", "next_attempt_at"
+            )
+        ),
+    )
+
+
+def test_the_route_list_is_not_empty():
+    assert len(MERCHANT_ROUTES) >= 15
+
+
+@pytest.mark.parametrize("method", ["get", "post"])
+@pytest.mark.parametrize("route", SIGNED_IN, ids=ids)
+def test_anonymous_is_sent_to_sign_in(client, world, route, method):
+    url = url_for(route, world.mine)
+    response = getattr(client, method)(url)
+    assert response.status_code == 302
+    assert response["Location"].startswith(reverse("portal:login"))
+
+
+@pytest.mark.parametrize("method", ["get", "post"])
+@pytest.mark.parametrize("route", MERCHANT_ROUTES, ids=ids)
+def test_another_merchants_ids_are_404(client, world, route, method):
+    client.force_login(world.owner)
+    before = snapshot()
+    response = getattr(client, method)(url_for(route, world.theirs))
+    assert response.status_code == 404
+    assert snapshot() == before
+
+
+@pytest.mark.parametrize("method", ["get", "post"])
+@pytest.mark.parametrize("route", OBJECT_ROUTES, ids=ids)
+def test_another_merchants_objects_under_my_merchant_are_404(
+    client, world, route, method
+):
+    client.force_login(world.owner)
+    kwargs = world.theirs.kwargs(route.pattern.converters)
+    kwargs["slug"] = world.mine.merchant.slug
+    before = snapshot()
+    response = getattr(client, method)(reverse(f"portal:{route.name}", kwargs=kwargs))
+    assert response.status_code == 404
+    assert snapshot() == before
+
+
+@pytest.mark.parametrize(
+    "route", [r for r in ROUTES if r.name not in SESSION_ROUTES], ids=ids
+)
+def test_a_viewer_cannot_change_anything(client, world, route):
+    client.force_login(world.viewer)
+    before = snapshot()
+    response = client.post(
+        url_for(route, world.mine),
+        {
+            "url": "http://127.0.0.1:9/changed",
+            "since": "2000-01-01T00:00",
+            "confirm": "True",
+        },
+    )
+    assert response.status_code in (403, 405)
+    assert snapshot() == before
+
+
+@pytest.mark.parametrize("route", MERCHANT_ROUTES, ids=ids)
+def test_a_viewer_can_read_every_page(client, world, route):
+    client.force_login(world.viewer)
+    response = client.get(url_for(route, world.mine))
+    assert response.status_code in (200, 405)
+
+
+@pytest.mark.parametrize("route", MERCHANT_ROUTES, ids=ids)
+def test_every_post_needs_a_csrf_token(world, route):
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(world.owner)
+    before = snapshot()
+    response = client.post(
+        url_for(route, world.mine),
+        {
+            "url": "http://127.0.0.1:9/changed",
+            "since": "2000-01-01T00:00",
+            "confirm": "True",
+        },
+    )
+    assert response.status_code == 403
+    assert snapshot() == before
+
+
+@pytest.mark.parametrize("route", MERCHANT_ROUTES, ids=ids)
+def test_an_owner_can_open_every_page(client, world, route):
+    client.force_login(world.owner)
+    response = client.get(url_for(route, world.mine))
+    assert response.status_code in (200, 405)
