@@ -6,6 +6,7 @@ import threading
 from datetime import timedelta
 
 import pytest
+from django.db import connection, transaction
 
 from endpoints.models import EndpointHealth
 from relayproject.clock import utcnow
@@ -17,6 +18,17 @@ pytestmark = [
     pytest.mark.acceptance,
     pytest.mark.django_db(transaction=True),
 ]
+
+
+def waiting_on_locks() -> int:
+    with connection.cursor() as cursor:
+        # Inside a transaction pg_stat_activity is a snapshot: take a fresh one.
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        )
+        return cursor.fetchone()[0]
 
 
 def test_two_dispatchers_send_exactly_one_probe_to_a_half_open_endpoint(
@@ -41,7 +53,18 @@ def test_two_dispatchers_send_exactly_one_probe_to_a_half_open_endpoint(
         return Reply(status=503)
 
     receiver.respond = hold_then_fail
-    children = [dispatchers.start("--once", f"--worker-id=probe-{n}") for n in range(2)]
+    # The test holds the health row locked until both dispatchers have found
+    # the probe due and wait on that lock: then they race for it for real.
+    with transaction.atomic():
+        EndpointHealth.objects.select_for_update().get()
+        children = [
+            dispatchers.start("--once", f"--worker-id=probe-{n}") for n in range(2)
+        ]
+        wait_until(
+            lambda: waiting_on_locks() == 2,
+            timeout=15,
+            what="both dispatchers to wait for the health row",
+        )
     wait_until(
         lambda: any(not c.running for c in children),
         timeout=15,
