@@ -235,6 +235,9 @@ class ReplayableAdmin(admin.ModelAdmin):
         extra_context = extra_context or {}
         extra_context["can_replay"] = self.has_change_permission(request)
         extra_context["replay_statuses"] = admin_views.REPLAYABLE
+        # Every field is read-only: state changes go through Replay alone.
+        extra_context["show_save"] = extra_context["show_save_and_continue"] = False
+        extra_context["show_save_and_add_another"] = False
         return super().change_view(request, object_id, form_url, extra_context)
 
 
