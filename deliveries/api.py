@@ -102,13 +102,15 @@ def event_batch_create(request: HttpRequest, payload: EventBatchIn):
     ]
     if too_big:
         raise ApiProblem(422, "Some events are too large.", too_big)
-    items = [
-        (
-            _merchant_at(request, item.merchant, ["body", "events", i, "merchant"]),
-            EventInput(type=item.type, data=item.data),
+    merchants = {}
+    items = []
+    for i, item in enumerate(payload.events):
+        if item.merchant not in merchants:
+            loc = ["body", "events", i, "merchant"]
+            merchants[item.merchant] = _merchant_at(request, item.merchant, loc)
+        items.append(
+            (merchants[item.merchant], EventInput(type=item.type, data=item.data))
         )
-        for i, item in enumerate(payload.events)
-    ]
     return Status(201, {"items": ingest.events_publish_mixed(items=items)})
 
 
