@@ -42,6 +42,7 @@ OUT = HERE / "out"
 # checkout neither breaks the run nor gets measured by mistake.
 ROOT = HERE.parent
 PYTHON = sys.executable
+PY_SPY = ""  # path to a py-spy binary: profile every dispatcher (set by --py-spy)
 DEFAULT_DB = "postgres://postgres@127.0.0.1:5432/bench_relay"
 
 
@@ -128,10 +129,28 @@ def start_dispatchers(
             PYTHON,
             "manage.py",
             "run_dispatcher",
+            # The engine is under test, not the URL map: a half-committed
+            # page elsewhere in the tree must not stop the run.
+            "--skip-checks",
             "--concurrency",
             str(s.concurrency),
         ]
         cmd += ["--worker-id", f"bench-{k}"] + (["--drain"] if drain else [])
+        if PY_SPY:
+            # On-CPU samples only, as collapsed stacks: where the CPU goes.
+            out = OUT / f"{slug}-{k}.pyspy.txt"
+            cmd = [
+                PY_SPY,
+                "record",
+                "--format",
+                "raw",
+                "-r",
+                "250",
+                "-o",
+                str(out),
+                "--",
+                *cmd,
+            ]
         procs.append(
             subprocess.Popen(
                 cmd, cwd=ROOT, env=dispatcher_env(db_url), stdout=log, stderr=log
@@ -186,7 +205,7 @@ def database_prepare(db_url: str) -> None:
         if not exists:
             conn.execute(f'CREATE DATABASE "{name}"')
     subprocess.run(
-        [PYTHON, "manage.py", "migrate", "--noinput", "-v", "0"],
+        [PYTHON, "manage.py", "migrate", "--noinput", "-v", "0", "--skip-checks"],
         cwd=ROOT,
         env=dispatcher_env(db_url),
         check=True,
@@ -485,12 +504,16 @@ def main(argv: list[str] | None = None) -> int:
         "--rev", default="HEAD", help="commit whose engine to measure (exported clean)"
     )
     parser.add_argument(
-        "--worktree", action="store_true", help="measure this checkout as it is instead"
+        "--tree", default="", help="measure this project tree as it is instead"
+    )
+    parser.add_argument(
+        "--py-spy", default="", help="py-spy binary: profile dispatchers"
     )
     args = parser.parse_args(argv)
-    global ROOT
-    if args.worktree:
-        sha = "worktree"
+    global ROOT, PY_SPY
+    PY_SPY = args.py_spy
+    if args.tree:
+        ROOT, sha = Path(args.tree).resolve(), f"tree {args.tree}"
     else:
         ROOT, sha = tree_export(args.rev)
     if args.quick:
