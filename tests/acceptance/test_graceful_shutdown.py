@@ -36,7 +36,7 @@ def test_sigterm_mid_batch_exits_0_and_gives_unsent_rows_back_unspent(
     child.signal(signal.SIGTERM)
     stopped_at = time.monotonic()
     assert child.wait(10) == 0, child.stderr[-3000:]
-    assert time.monotonic() - stopped_at < 3
+    assert time.monotonic() - stopped_at < 5
 
     summary = SUMMARY.search(child.stdout)
     assert summary, child.stdout
