@@ -59,7 +59,8 @@ def event_publish(
 
     Runs inside the caller's transaction when there is one (a transactional
     outbox): the deliveries exist exactly when the caller's data does.
-    endpoint_ids narrows the fan-out (a portal test event goes to one endpoint).
+    endpoint_ids aims it at those active endpoints alone, whatever their
+    event_types (a portal test event goes to one endpoint).
     """
     return events_publish(
         merchant=merchant,
@@ -84,11 +85,18 @@ def events_publish(
     with transaction.atomic():
         for item in events:
             if item.type not in endpoints_by_type:
-                targets = endpoints_subscribed(
-                    merchant_id=merchant.pk, event_type=item.type
-                )
-                if endpoint_ids is not None:
-                    targets = [e for e in targets if e.pk in set(endpoint_ids)]
+                if endpoint_ids is None:
+                    targets = endpoints_subscribed(
+                        merchant_id=merchant.pk, event_type=item.type
+                    )
+                else:
+                    # Aimed at named endpoints (a test event): sent whatever
+                    # they subscribe to, but only if active and the merchant's.
+                    targets = list(
+                        Endpoint.objects.filter(
+                            merchant=merchant, is_active=True, pk__in=endpoint_ids
+                        )
+                    )
                 endpoints_by_type[item.type] = targets
             event = Event(
                 merchant=merchant,

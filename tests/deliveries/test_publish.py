@@ -86,3 +86,21 @@ def test_a_commit_wakes_an_idle_dispatcher_through_notify():
 
     assert woke.is_set()
     assert time.monotonic() - started < 30, "woke by timeout, not by NOTIFY"
+
+
+@pytest.mark.django_db
+def test_an_event_aimed_at_one_endpoint_ignores_its_type_filter_but_not_disabling():
+    merchant = factories.merchant()
+    aimed = factories.endpoint(merchant, event_types=["order.created"])
+    factories.endpoint(merchant)  # subscribes to all, but is not aimed at
+    disabled = factories.endpoint(merchant)
+    endpoint_update(endpoint=disabled, is_active=False)
+
+    event = event_publish(
+        merchant=merchant,
+        type="relay.test",
+        data={},
+        endpoint_ids=[aimed.pk, disabled.pk],
+    )
+
+    assert [d.endpoint_id for d in event.created_deliveries] == [aimed.pk]

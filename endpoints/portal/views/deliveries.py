@@ -114,8 +114,7 @@ def endpoint_test(request: HttpRequest, access: Access) -> HttpResponse:
     if not event.created_deliveries:
         messages.error(
             request,
-            "Nothing was sent: the endpoint is disabled or does not subscribe to "
-            f"{TEST_EVENT_TYPE}.",
+            "Nothing was sent: the endpoint is disabled. Enable it first.",
         )
         return redirect("portal:endpoint_detail", access.merchant.slug, endpoint.pk)
     delivery = event.created_deliveries[0]
