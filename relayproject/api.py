@@ -45,7 +45,34 @@ class ObjectParser(Parser):
                 "The body must be a JSON object.",
                 [{"loc": ["body"], "msg": "Must be a JSON object."}],
             )
+        nul_at = _nul_location(data, ["body"])
+        if nul_at is not None:
+            # PostgreSQL text and jsonb cannot hold U+0000: refuse it up front
+            # with the field named, rather than fail at INSERT time.
+            raise ApiProblem(
+                422,
+                "Strings may not contain the NUL character (U+0000).",
+                [{"loc": nul_at, "msg": "Contains U+0000."}],
+            )
         return data
+
+
+def _nul_location(value, loc: list) -> list | None:
+    if isinstance(value, str):
+        return loc if "\x00" in value else None
+    if isinstance(value, dict):
+        items = value.items()
+    elif isinstance(value, list):
+        items = enumerate(value)
+    else:
+        return None
+    for key, item in items:
+        if isinstance(key, str) and "\x00" in key:
+            return [*loc, key]
+        found = _nul_location(item, [*loc, key])
+        if found is not None:
+            return found
+    return None
 
 
 class RelayApi(NinjaAPI):

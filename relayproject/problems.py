@@ -87,7 +87,7 @@ class ApiProblemMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponse:
         if not request.path.startswith(API_PREFIX):
             return self.get_response(request)
-        refused = self._refuse_body(request)
+        refused = self._refuse_nul(request) or self._refuse_body(request)
         if refused is not None:
             return refused
         response = self.get_response(request)
@@ -100,6 +100,26 @@ class ApiProblemMiddleware:
                 rewritten["Allow"] = response["Allow"]
             return rewritten
         return response
+
+    def _refuse_nul(self, request: HttpRequest) -> HttpResponse | None:
+        """U+0000 cannot be stored or matched by PostgreSQL: refuse it before a query."""
+        if "\x00" in request.path:
+            return problem_response(404, "No object has an id with U+0000 in it.")
+        for name, values in request.GET.lists():
+            if "\x00" in name or any("\x00" in v for v in values):
+                return problem_response(
+                    422,
+                    "Query parameters may not contain U+0000.",
+                    [{"loc": ["query", name], "msg": "Contains U+0000."}],
+                )
+        for name, value in request.headers.items():
+            if "\x00" in value:
+                return problem_response(
+                    422,
+                    "Headers may not contain U+0000.",
+                    [{"loc": ["header", name], "msg": "Contains U+0000."}],
+                )
+        return None
 
     def _refuse_body(self, request: HttpRequest) -> HttpResponse | None:
         if request.method not in BODY_METHODS:

@@ -6,6 +6,8 @@ it must find no 5xx and no answer that breaks the documented schema.
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import schemathesis
 from django.core.signals import request_finished, request_started
@@ -41,7 +43,8 @@ def _keep_the_test_connection():
 
 @schema.parametrize()
 @settings(
-    max_examples=15,
+    max_examples=int(os.environ.get("SCHEMATHESIS_EXAMPLES", "15")),
+    derandomize=not os.environ.get("SCHEMATHESIS_EXAMPLES"),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
