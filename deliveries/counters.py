@@ -8,9 +8,6 @@ from __future__ import annotations
 
 from collections import Counter as Tally
 
-from django.db import IntegrityError, transaction
-from django.db.models import F
-
 from deliveries.models import Counter
 
 DELIVERIES = "deliveries_total"  # label: outcome (succeeded, dead)
@@ -34,24 +31,21 @@ def observe_duration(tally: Tally, seconds: float) -> None:
 
 
 def counters_add(*, shard: str, tally: Tally) -> None:
-    """Add a tally of (name, label) -> amount to this shard's rows."""
-    for (name, label), amount in tally.items():
-        if not amount:
-            continue
-        updated = Counter.objects.filter(shard=shard, name=name, label=label).update(
-            value=F("value") + amount
+    """Add a tally of (name, label) -> amount to this shard's rows, in one statement."""
+    from django.db import connection
+
+    rows = [(shard, n, lab, float(a)) for (n, lab), a in tally.items() if a]
+    if not rows:
+        return
+    table = Counter._meta.db_table
+    values = ", ".join(["(%s, %s, %s, %s)"] * len(rows))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} (shard, name, label, value) VALUES {values} "
+            f"ON CONFLICT (shard, name, label) DO UPDATE "
+            f"SET value = {table}.value + EXCLUDED.value",
+            [x for row in rows for x in row],
         )
-        if updated:
-            continue
-        try:
-            with transaction.atomic():
-                Counter.objects.create(
-                    shard=shard, name=name, label=label, value=amount
-                )
-        except IntegrityError:  # another process created it first
-            Counter.objects.filter(shard=shard, name=name, label=label).update(
-                value=F("value") + amount
-            )
 
 
 def counter_totals() -> dict[tuple[str, str], float]:

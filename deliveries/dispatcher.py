@@ -1,8 +1,9 @@
 """The dispatcher: claim -> send -> record, in a loop, until stopped.
 
 Sends happen outside any transaction, `concurrency` at a time on a thread
-pool; outcomes are recorded from the main thread in short transactions, a few
-at a time as they complete.
+pool; outcomes are recorded from the main thread in short transactions, the
+ones that complete together in one. The next batch is claimed while the tail
+of the last one is still sending, so slow receivers never leave threads idle.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import time
 from collections import Counter as Tally
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import InterfaceError, OperationalError, connections
@@ -28,8 +29,9 @@ from relayproject.clock import SystemClock
 logger = logging.getLogger(__name__)
 
 POLL_INTERVAL_SECONDS = 0.5
-RECORD_EVERY_SECONDS = 0.02  # outcomes that complete together share one transaction
+RECORD_EVERY_SECONDS = 0.02  # outcomes finishing within this share one transaction
 DB_BACKOFF_SECONDS = (0.5, 1, 2, 5)  # then 5 s between tries while the database is away
+DB_ERRORS = (OperationalError, InterfaceError)
 
 
 @dataclass
@@ -49,11 +51,7 @@ class Stats:
         )
 
 
-@dataclass
-class _Batch:
-    lease_until: datetime
-    probe_ids: set[str] = field(default_factory=set)
-    unsent: list[Job] = field(default_factory=list)
+Finished = tuple[Job, SendResult | None, datetime | None]
 
 
 class Dispatcher:
@@ -83,8 +81,9 @@ class Dispatcher:
         self.maintenance = maintenance
         self.stats = Stats()
         self._stopping = threading.Event()
+        self._inflight: set[Future] = set()
         # Endpoints whose breaker this process saw open: not sent to again
-        # before the given time, even within the batch already claimed.
+        # before the given time, even from a batch already claimed.
         self._held: dict[str, datetime] = {}
         self._pool = ThreadPoolExecutor(
             max_workers=self.concurrency, thread_name_prefix="send"
@@ -102,38 +101,40 @@ class Dispatcher:
     def stopping(self) -> bool:
         return self._stopping.is_set()
 
+    def run_once(self) -> int:
+        """Claim one batch, send it, record every outcome. Returns rows handled."""
+        handled = self._claim_and_submit()
+        self._settle_all()
+        return handled
+
     def run(self, *, drain: bool = False) -> Stats:
         """Loop until stop(); with drain, until nothing is due right now."""
         failures = 0
+        dry = False  # the last claim found nothing: do not ask again until idle
         try:
             while not self.stopping:
-                try:
-                    handled = self.run_once()
-                    if self.maintenance is not None:
-                        self.maintenance(self.clock.now())
-                    failures = 0
-                except (OperationalError, InterfaceError) as exc:
-                    delay = DB_BACKOFF_SECONDS[
-                        min(failures, len(DB_BACKOFF_SECONDS) - 1)
-                    ]
-                    failures += 1
-                    logger.warning(
-                        "database unavailable (%s: %s); retrying in %ss",
-                        type(exc).__name__,
-                        str(exc).strip().splitlines()[0] if str(exc).strip() else "",
-                        delay,
-                    )
-                    connections.close_all()
-                    self._stopping.wait(delay)
+                # Keep about one batch queued behind the sends in flight.
+                if not dry and len(self._inflight) < 2 * self.concurrency:
+                    try:
+                        dry = self._claim_and_submit() == 0
+                        failures = 0
+                    except DB_ERRORS as exc:
+                        self._database_down(exc, failures)
+                        failures += 1
+                        if not self._inflight:
+                            continue
+                        # Fall through: record what is in flight, then try again.
+                if self._inflight:
+                    self._settle_some()
                     continue
-                if handled == 0:
+                self._maintain()
+                if dry:
                     if drain:
                         break
-                    if self.waker is not None:
-                        self.waker.wait(self.poll_interval)
-                    else:
-                        self._stopping.wait(self.poll_interval)
+                    self._idle()
+                    dry = False
         finally:
+            self._settle_all()
             self.close()
         return self.stats
 
@@ -142,10 +143,38 @@ class Dispatcher:
         if self.waker is not None:
             self.waker.close()
 
-    # -- one batch ---------------------------------------------------------
+    def _idle(self) -> None:
+        if self.waker is not None:
+            self.waker.wait(self.poll_interval)
+        else:
+            self._stopping.wait(self.poll_interval)
 
-    def run_once(self) -> int:
-        """Claim one batch, send it, record every outcome. Returns rows handled."""
+    def _maintain(self) -> None:
+        if self.maintenance is None:
+            return
+        try:
+            self.maintenance(self.clock.now())
+        except DB_ERRORS as exc:
+            logger.warning("maintenance skipped: database unavailable (%s)", exc)
+            connections.close_all()
+
+    def _database_down(self, exc: Exception, failures: int) -> None:
+        delay = DB_BACKOFF_SECONDS[min(failures, len(DB_BACKOFF_SECONDS) - 1)]
+        first_line = (str(exc).strip().splitlines() or [""])[0]
+        logger.warning(
+            "database unavailable (%s: %s); retrying in %ss",
+            type(exc).__name__,
+            first_line,
+            delay,
+        )
+        connections.close_all()
+        if not self._inflight:
+            self._stopping.wait(delay)
+
+    # -- claiming ----------------------------------------------------------
+
+    def _claim_and_submit(self) -> int:
+        """Claim probes and a batch, hand the jobs to the pool; rows handled."""
         now = self.clock.now()
         probes = claiming.claim_probes(
             worker_id=self.worker_id, now=now, lease_seconds=self.lease_seconds
@@ -156,62 +185,44 @@ class Dispatcher:
             lease_seconds=self.lease_seconds,
             limit=self.batch_size - len(probes.delivery_ids),
         )
-        reclaimed = probes.reclaimed + batch.reclaimed
-        dead_on_reclaim = probes.dead_on_reclaim + batch.dead_on_reclaim
+        handled = self._count_reclaimed(probes, batch)
+        for claim in (probes, batch):
+            if not claim.delivery_ids:
+                continue
+            self.stats.claimed += len(claim.delivery_ids)
+            handled += len(claim.delivery_ids)
+            jobs = jobs_load(
+                delivery_ids=claim.delivery_ids,
+                lease_until=claim.lease_until,
+                probe_ids=claim.probe_ids,
+                now=now,
+            )
+            for job in jobs:
+                hold_until = self._hold_until(job, now=now)
+                if hold_until is not None:
+                    self._release([job], due_at=hold_until)
+                else:
+                    self._inflight.add(self._pool.submit(self._send, job))
+        return handled
+
+    def _count_reclaimed(self, *claims: claiming.Claim) -> int:
+        reclaimed = sum(c.reclaimed for c in claims)
+        dead = sum(c.dead_on_reclaim for c in claims)
         if reclaimed:
             tally = Tally(
                 {
                     (counters.RECLAIMED, ""): reclaimed,
-                    (counters.ATTEMPTS, "retry"): reclaimed - dead_on_reclaim,
-                    (counters.ATTEMPTS, "dead"): dead_on_reclaim,
-                    (counters.DELIVERIES, "dead"): dead_on_reclaim,
+                    (counters.ATTEMPTS, "retry"): reclaimed - dead,
+                    (counters.ATTEMPTS, "dead"): dead,
+                    (counters.DELIVERIES, "dead"): dead,
                 }
             )
             self._with_db_retry(
                 lambda: counters.counters_add(shard=self.worker_id, tally=tally)
             )
         self.stats.reclaimed += reclaimed
-        self.stats.dead += dead_on_reclaim
-        handled = dead_on_reclaim
-        for claim in (probes, batch):
-            if claim.delivery_ids:
-                self.stats.claimed += len(claim.delivery_ids)
-                handled += len(claim.delivery_ids)
-                self._process(claim)
-        return handled
-
-    def _process(self, claim: claiming.Claim) -> None:
-        now = self.clock.now()
-        batch = _Batch(lease_until=claim.lease_until, probe_ids=claim.probe_ids)
-        jobs = jobs_load(
-            delivery_ids=claim.delivery_ids,
-            lease_until=claim.lease_until,
-            probe_ids=claim.probe_ids,
-            now=now,
-        )
-        futures: set[Future] = set()
-        for job in jobs:
-            hold_until = self._hold_until(job, now=now)
-            if hold_until is not None:
-                self._release([job], batch=batch, due_at=hold_until)
-                continue
-            futures.add(self._pool.submit(self._send, job))
-        while futures:
-            done, futures = wait(
-                futures, timeout=RECORD_EVERY_SECONDS, return_when=FIRST_COMPLETED
-            )
-            # Anything else that finished in the same instant is recorded with it.
-            finished = [f.result() for f in done]
-            self._record([f for f in finished if f[1] is not None], batch=batch)
-            batch.unsent.extend(job for job, result, _ in finished if result is None)
-        # Stopped or held back before sending: give them back, no attempt spent.
-        by_due: dict[datetime, list[Job]] = {}
-        for job in batch.unsent:
-            due = self._held.get(job.endpoint_id) if not job.is_probe else None
-            by_due.setdefault(due or self.clock.now(), []).append(job)
-        for due, held_jobs in by_due.items():
-            self._release(held_jobs, batch=batch, due_at=due)
-        self._held = {e: t for e, t in self._held.items() if t > self.clock.now()}
+        self.stats.dead += dead
+        return dead
 
     def _hold_until(self, job: Job, *, now: datetime) -> datetime | None:
         """When a job must wait instead of being sent: breaker open or rate limit."""
@@ -227,8 +238,9 @@ class Dispatcher:
                 return now + timedelta(seconds=wait_seconds)
         return None
 
-    def _send(self, job: Job) -> tuple[Job, SendResult | None, datetime | None]:
-        """Runs on a pool thread: no database access here."""
+    # -- sending (pool threads: no database access here) --------------------
+
+    def _send(self, job: Job) -> Finished:
         if self.stopping or (job.endpoint_id in self._held and not job.is_probe):
             return job, None, None
         started_at = self.clock.now()
@@ -241,36 +253,46 @@ class Dispatcher:
             "X-Relay-Delivery-Id": job.delivery_id,
             "X-Relay-Attempt": str(job.attempt_count + 1),
         }
-        try:
-            headers["webhook-signature"] = signing.signature_header(
-                secrets=job.secrets,
-                msg_id=job.event_id,
-                timestamp=timestamp,
-                body=job.body,
-            )
-        except ValueError:
-            return (
-                job,
-                SendResult(
-                    None, 0.0, "no_signing_secret", "endpoint has no live secret"
-                ),
-                started_at,
-            )
-        result = self.sender.send(
-            OutgoingRequest(url=job.url, headers=headers, body=job.body)
+        if not job.secrets:
+            no_secret = SendResult(None, 0.0, "no_signing_secret", "no live secret")
+            return job, no_secret, started_at
+        headers["webhook-signature"] = signing.signature_header(
+            secrets=job.secrets, msg_id=job.event_id, timestamp=timestamp, body=job.body
         )
-        return job, result, started_at
+        request = OutgoingRequest(url=job.url, headers=headers, body=job.body)
+        return job, self.sender.send(request), started_at
 
-    def _record(
-        self, finished: list[tuple[Job, SendResult, datetime]], *, batch: _Batch
-    ) -> None:
+    # -- recording ---------------------------------------------------------
+
+    def _settle_all(self) -> None:
+        while self._inflight:
+            self._settle_some()
+
+    def _settle_some(self) -> None:
+        """Wait for at least one send, then record all that finish with it."""
+        done, rest = wait(self._inflight, return_when=FIRST_COMPLETED)
+        if rest:
+            more, rest = wait(rest, timeout=RECORD_EVERY_SECONDS)
+            done |= more
+        self._inflight = rest
+        finished: list[Finished] = [f.result() for f in done]
+        self._record([f for f in finished if f[1] is not None])
+        # Stopped or held back before sending: give back, no attempt spent.
+        now = self.clock.now()
+        for job, result, _ in finished:
+            if result is None:
+                held = None if job.is_probe else self._held.get(job.endpoint_id)
+                self._release([job], due_at=held or now)
+        self._held = {e: t for e, t in self._held.items() if t > now}
+
+    def _record(self, finished: list[Finished]) -> None:
         if not finished:
             return
         sent = [
             outcomes.Sent(
                 delivery_id=job.delivery_id,
                 endpoint_id=job.endpoint_id,
-                lease_until=batch.lease_until,
+                lease_until=job.lease_until,
                 attempt_count=job.attempt_count,
                 budget_start=job.budget_start,
                 max_attempts=job.max_attempts,
@@ -291,29 +313,27 @@ class Dispatcher:
         if recorded is None:
             return
         self.stats.fenced += len(recorded.fenced)
-        for (name, label), amount in recorded.tally.items():
-            if name == "attempts_total":
-                if label == "succeeded":
-                    self.stats.succeeded += int(amount)
-                elif label == "retry":
-                    self.stats.retried += int(amount)
-                else:
-                    self.stats.dead += int(amount)
+        attempts = {
+            label: int(n)
+            for (name, label), n in recorded.tally.items()
+            if name == counters.ATTEMPTS
+        }
+        self.stats.succeeded += attempts.pop("succeeded", 0)
+        self.stats.retried += attempts.pop("retry", 0)
+        self.stats.dead += sum(attempts.values())
         self._held.update(recorded.opened)
 
-    def _release(self, jobs: list[Job], *, batch: _Batch, due_at: datetime) -> None:
-        if not jobs:
-            return
-        released = self._with_db_retry(
-            lambda: claiming.release(
-                worker_id=self.worker_id,
-                lease_until=batch.lease_until,
-                delivery_ids=[j.delivery_id for j in jobs],
-                due_at=due_at,
-            )
-        )
-        self.stats.released += released or 0
+    def _release(self, jobs: list[Job], *, due_at: datetime) -> None:
         for job in jobs:
+            released = self._with_db_retry(
+                lambda job=job: claiming.release(
+                    worker_id=self.worker_id,
+                    lease_until=job.lease_until,
+                    delivery_ids=[job.delivery_id],
+                    due_at=due_at,
+                )
+            )
+            self.stats.released += released or 0
             if job.is_probe:
                 self._with_db_retry(
                     lambda job=job: claiming.probe_abandon(
@@ -331,13 +351,15 @@ class Dispatcher:
         for attempt in range(1_000_000):
             try:
                 return write()
-            except (OperationalError, InterfaceError) as exc:
+            except DB_ERRORS as exc:
                 if time.monotonic() > deadline:
                     logger.error("giving up recording (%s); the lease will resend", exc)
                     return None
                 delay = DB_BACKOFF_SECONDS[min(attempt, len(DB_BACKOFF_SECONDS) - 1)]
                 logger.warning(
-                    "database unavailable while recording; retrying in %ss", delay
+                    "database unavailable while recording (%s); retrying in %ss",
+                    type(exc).__name__,
+                    delay,
                 )
                 connections.close_all()
                 time.sleep(delay)

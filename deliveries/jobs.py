@@ -25,6 +25,7 @@ class Job:
     max_attempts: int
     rate_limit_per_second: float | None
     is_probe: bool
+    lease_until: datetime  # the claim's lease: the fence its outcome must match
 
 
 def jobs_load(
@@ -79,6 +80,7 @@ def jobs_load(
                 max_attempts=row.endpoint.max_attempts or settings.MAX_ATTEMPTS,
                 rate_limit_per_second=row.endpoint.rate_limit_per_second,
                 is_probe=row.pk in probe_ids,
+                lease_until=lease_until,
             )
         )
     return jobs

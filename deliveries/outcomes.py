@@ -61,11 +61,16 @@ def outcomes_record(
         healths = _health_rows_locked(endpoint_ids)
         attempts: list[Attempt] = []
         gone: set[str] = set()
+        verdicts = {item.delivery_id: _verdict(item) for item in sent}
+        updated = _update_deliveries(
+            [(item, verdicts[item.delivery_id]) for item in sent],
+            worker_id=worker_id,
+            now=now,
+            rand=rand,
+        )
         for item in sent:
-            verdict = _verdict(item)
-            if not _update_delivery(
-                item, verdict, worker_id=worker_id, now=now, rand=rand
-            ):
+            verdict = verdicts[item.delivery_id]
+            if item.delivery_id not in updated:
                 recorded.fenced.append(item.delivery_id)
                 logger.warning(
                     "fenced delivery=%s: lease taken over, outcome dropped",
@@ -132,14 +137,76 @@ def _verdict(item: Sent) -> retry.Verdict:
     return verdict
 
 
-def _update_delivery(
-    item: Sent,
-    verdict: retry.Verdict,
+_COLUMNS = (
+    ("id", "text"),
+    ("lease_until", "timestamptz"),
+    ("attempt_count", "integer"),
+    ("last_attempt_at", "timestamptz"),
+    ("last_status_code", "integer"),
+    ("last_error", "text"),
+    ("last_response_ms", "double precision"),
+    ("status", "text"),
+    ("succeeded_at", "timestamptz"),
+    ("dead_at", "timestamptz"),
+    ("next_attempt_at", "timestamptz"),
+)
+
+
+def _update_deliveries(
+    items: list[tuple[Sent, retry.Verdict]],
     *,
     worker_id: str,
     now: datetime,
     rand: random.Random,
-) -> bool:
+) -> set[str]:
+    """One fenced UPDATE ... FROM (VALUES ...) for the whole flush; returns ids updated."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return {
+            item.delivery_id
+            for item, verdict in items
+            if _update_delivery(item, verdict, worker_id=worker_id, now=now, rand=rand)
+        }
+    params: list = []
+    for item, verdict in items:
+        f = _delivery_fields(item, verdict, now=now, rand=rand)
+        params += [
+            item.delivery_id,
+            item.lease_until,
+            f["attempt_count"],
+            f["last_attempt_at"],
+            f["last_status_code"],
+            f["last_error"],
+            f["last_response_ms"],
+            f["status"],
+            f.get("succeeded_at"),
+            f.get("dead_at"),
+            f.get("next_attempt_at"),
+        ]
+    row = "(" + ", ".join(f"%s::{t}" for _, t in _COLUMNS) + ")"
+    names = ", ".join(n for n, _ in _COLUMNS)
+    table = Delivery._meta.db_table
+    sql = (
+        f"UPDATE {table} AS d SET attempt_count = v.attempt_count, "
+        "last_attempt_at = v.last_attempt_at, last_status_code = v.last_status_code, "
+        "last_error = v.last_error, last_response_ms = v.last_response_ms, "
+        "status = v.status, claimed_by = '', claimed_until = NULL, "
+        "succeeded_at = COALESCE(v.succeeded_at, d.succeeded_at), "
+        "dead_at = COALESCE(v.dead_at, d.dead_at), "
+        "next_attempt_at = COALESCE(v.next_attempt_at, d.next_attempt_at) "
+        f"FROM (VALUES {', '.join([row] * len(items))}) AS v({names}) "
+        "WHERE d.id = v.id AND d.status = 'delivering' AND d.claimed_by = %s "
+        "AND d.claimed_until = v.lease_until RETURNING d.id"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params + [worker_id])
+        return {r[0] for r in cursor.fetchall()}
+
+
+def _delivery_fields(
+    item: Sent, verdict: retry.Verdict, *, now: datetime, rand: random.Random
+) -> dict:
     result = item.result
     fields: dict = {
         "attempt_count": item.attempt_count + 1,
@@ -168,6 +235,18 @@ def _update_delivery(
         )
     else:
         fields.update(status=Delivery.Status.DEAD, dead_at=now)
+    return fields
+
+
+def _update_delivery(
+    item: Sent,
+    verdict: retry.Verdict,
+    *,
+    worker_id: str,
+    now: datetime,
+    rand: random.Random,
+) -> bool:
+    fields = _delivery_fields(item, verdict, now=now, rand=rand)
     return bool(
         Delivery.objects.filter(
             pk=item.delivery_id,
