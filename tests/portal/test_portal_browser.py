@@ -2,33 +2,18 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 from django.core.management import call_command
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import expect
 from standardwebhooks.webhooks import Webhook
 
 from deliveries.signing import serialize_body
 from endpoints.models import Membership
 from tests import factories
+from tests.browser import chromium_page, shot
 from tests.fakes import Receiver, Reply
 from tests.portal.conftest import PASSWORD, user_with_role
 
-# Playwright's sync API runs an event loop in this thread; Django's async
-# safety check would refuse the ORM calls the test makes around it.
-os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-
-SHOTS = Path(__file__).resolve().parents[2] / "test-output" / "screenshots"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 WAIT_MS = 15_000
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -36,19 +21,8 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 @pytest.fixture
 def page():
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS
-        )
-        page = browser.new_page(viewport={"width": 1200, "height": 900})
-        page.set_default_timeout(WAIT_MS)
+    with chromium_page(width=1200, height=900, timeout_ms=WAIT_MS) as page:
         yield page
-        browser.close()
-
-
-def shot(page, name: str) -> None:
-    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
 
 
 def drain() -> None:
