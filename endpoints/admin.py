@@ -6,6 +6,7 @@ editing rows: the services validate destinations and keep the breaker exact.
 
 from __future__ import annotations
 
+from django import forms
 from django.contrib import admin, messages
 from django.db.models import F
 from django.urls import reverse
@@ -21,6 +22,8 @@ from endpoints.models import (
     Merchant,
 )
 from endpoints.services import (
+    apikey_create,
+    apikey_revoke,
     endpoint_breaker_open,
     endpoint_breaker_reset,
     endpoint_disable,
@@ -251,6 +254,15 @@ class EndpointHealthAdmin(EndpointActions, admin.ModelAdmin):
         )
 
 
+class ApiKeyCreateForm(forms.ModelForm):
+    class Meta:
+        model = ApiKey
+        fields = ("name", "merchant")
+        help_texts = {
+            "merchant": "Leave empty for a platform key (may create merchants)."
+        }
+
+
 @admin.register(ApiKey)
 class ApiKeyAdmin(admin.ModelAdmin):
     list_display = (
@@ -265,19 +277,45 @@ class ApiKeyAdmin(admin.ModelAdmin):
     list_select_related = ("merchant",)
     list_filter = (("merchant", admin.RelatedOnlyFieldListFilter),)
     search_fields = ("name", "=prefix")
-    # The hash is never shown: with it one could not log in, but it is
-    # still nobody's business; keys are made with `manage.py create_api_key`.
-    fields = readonly_fields = (
-        "name",
-        "merchant",
-        "prefix",
-        "created_at",
-        "last_used_at",
-        "revoked_at",
-    )
+    actions = ("revoke_selected",)
+    # The hash is never shown, and the full key only once, right after it is
+    # made (apikey_create returns it; nothing can show it again).
+    readonly_fields = ("prefix", "created_at", "last_used_at", "revoked_at")
 
-    def has_add_permission(self, request) -> bool:
-        return False
+    def get_form(self, request, obj=None, **kwargs):
+        if obj is None:
+            kwargs["form"] = ApiKeyCreateForm
+        return super().get_form(request, obj, **kwargs)
+
+    def get_fields(self, request, obj=None):
+        if obj is None:
+            return ("name", "merchant")
+        return ("name", "merchant", *self.readonly_fields)
+
+    def get_readonly_fields(self, request, obj=None):
+        return () if obj is None else ("name", "merchant", *self.readonly_fields)
+
+    def save_model(self, request, obj, form, change) -> None:
+        if change:
+            return  # keys are immutable; revoke and make a new one instead
+        key, full_key = apikey_create(
+            name=form.cleaned_data["name"], merchant=form.cleaned_data["merchant"]
+        )
+        # The admin logs and redirects with obj: make it the row just saved.
+        obj.pk, obj.prefix, obj.created_at = key.pk, key.prefix, key.created_at
+        messages.warning(
+            request,
+            f"Copy the new key now; it is not shown again: {full_key}",
+        )
+
+    @admin.action(description="Revoke selected keys", permissions=["change"])
+    def revoke_selected(self, request, queryset) -> None:
+        revoked = 0
+        for key in queryset.filter(revoked_at__isnull=True):
+            apikey_revoke(key=key)
+            self.log_change(request, key, "Revoked the key.")
+            revoked += 1
+        self.message_user(request, f"Revoked {revoked} key(s).", messages.SUCCESS)
 
     @admin.display(boolean=True, description="platform")
     def is_platform(self, key: ApiKey) -> bool:

@@ -1,0 +1,54 @@
+"""API keys in the admin: made with the full key shown once, revoked by an action."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.admin.models import LogEntry
+from django.urls import reverse
+
+from endpoints.models import ApiKey
+from endpoints.services import apikey_authenticate, apikey_create
+from tests import factories
+
+pytestmark = pytest.mark.django_db
+
+
+def test_adding_a_key_shows_the_full_key_once_and_stores_only_its_hash(admin_client):
+    merchant = factories.merchant("acme")
+
+    response = admin_client.post(
+        reverse("admin:endpoints_apikey_add"),
+        {"name": "billing", "merchant": merchant.pk},
+        follow=True,
+    )
+
+    (notice,) = [m.message for m in response.context["messages"] if "Copy" in m.message]
+    full_key = notice.rsplit(" ", 1)[-1]
+    key = ApiKey.objects.get()
+    assert (key.name, key.merchant, apikey_authenticate(full_key)) == (
+        "billing",
+        merchant,
+        key,
+    )
+    assert full_key not in key.key_hash
+    change_page = admin_client.get(
+        reverse("admin:endpoints_apikey_change", args=[key.pk])
+    )
+    assert full_key not in change_page.content.decode()
+    assert LogEntry.objects.filter(object_id=str(key.pk)).exists()
+
+
+def test_revoke_selected_revokes_and_logs(admin_client):
+    key, full_key = apikey_create(name="old")
+
+    admin_client.post(
+        reverse("admin:endpoints_apikey_changelist"),
+        {"action": "revoke_selected", "_selected_action": [key.pk]},
+    )
+
+    key.refresh_from_db()
+    assert key.revoked_at is not None
+    assert apikey_authenticate(full_key) is None
+    assert (
+        LogEntry.objects.get(object_id=str(key.pk)).change_message == "Revoked the key."
+    )
