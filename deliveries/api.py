@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from typing import Annotated, TypeVar
 
 from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponse
 from ninja import Header, Query, Router, Status
+from pydantic import BeforeValidator
 
 from deliveries import ingest, selectors
 from deliveries.models import Delivery
@@ -34,6 +36,9 @@ from relayproject.problems import ApiProblem, Problem
 router = Router(tags=["events and deliveries"])
 
 ERRORS = {401: Problem, 404: Problem, 422: Problem}
+T = TypeVar("T")
+# `?status=&merchant=` (the form a query template leaves) means "no filter".
+BlankIsNone = Annotated[T, BeforeValidator(lambda value: value or None)]
 
 
 def _merchant_at(request: HttpRequest, slug: str, loc: list):
@@ -126,10 +131,10 @@ def event_get(request: HttpRequest, event_id: str):
 @router.get("/deliveries", response={200: DeliveryPage, **ERRORS})
 def delivery_list(
     request: HttpRequest,
-    status: Delivery.Status | None = None,
-    merchant: str | None = Query(None, max_length=64),
-    endpoint_id: str | None = Query(None, max_length=40),
-    cursor: str | None = Query(None, max_length=80),
+    status: BlankIsNone[Delivery.Status | None] = None,
+    merchant: BlankIsNone[str | None] = Query(None, max_length=64),
+    endpoint_id: BlankIsNone[str | None] = Query(None, max_length=40),
+    cursor: BlankIsNone[str | None] = Query(None, max_length=80),
     limit: int = Query(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT),
 ):
     """Newest first; pass next_cursor back as cursor for the following page."""

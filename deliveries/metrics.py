@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import datetime
 
+from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.metrics_core import (
@@ -116,4 +117,11 @@ def metrics_text(*, now: datetime) -> bytes:
 
 
 def metrics_view(request: HttpRequest) -> HttpResponse:
-    return HttpResponse(metrics_text(now=utcnow()), content_type=CONTENT_TYPE_LATEST)
+    try:
+        text = metrics_text(now=utcnow())
+    except DatabaseError:
+        # Every series is read from the database: without it there is no answer.
+        return HttpResponse(
+            "database unavailable\n", status=503, content_type="text/plain"
+        )
+    return HttpResponse(text, content_type=CONTENT_TYPE_LATEST)

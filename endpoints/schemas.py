@@ -6,13 +6,33 @@ from datetime import datetime
 from typing import Annotated
 
 from ninja import Field, Schema
-from pydantic import StringConstraints
+from pydantic import AfterValidator, StringConstraints
 
 from endpoints.matching import SUBSCRIPTION_RE
 from endpoints.models import Endpoint, EndpointHealth
 
 Subscription = Annotated[
     str, StringConstraints(max_length=255, pattern=SUBSCRIPTION_RE.pattern)
+]
+
+
+def _allowed_destination(url: str) -> str:
+    """The destination policy, run with the other field checks so one 422 names all."""
+    from django.core.exceptions import ValidationError
+
+    from endpoints.services import endpoint_url_check
+
+    try:
+        endpoint_url_check(url)
+    except ValidationError as exc:
+        raise ValueError(exc.message_dict["url"][0]) from None
+    return url
+
+
+Destination = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=2000),
+    AfterValidator(_allowed_destination),
 ]
 MaxAttempts = Annotated[int, Field(ge=1, le=100)]
 RateLimit = Annotated[float, Field(gt=0, le=10000)]
@@ -31,7 +51,7 @@ class MerchantOut(Schema):
 
 
 class EndpointIn(Schema):
-    url: str = Field(min_length=1, max_length=2000)
+    url: Destination
     description: str = Field("", max_length=500)
     event_types: list[Subscription] = Field(default_factory=list, max_length=100)
     max_attempts: MaxAttempts | None = None
@@ -39,7 +59,7 @@ class EndpointIn(Schema):
 
 
 class EndpointPatch(Schema):
-    url: str | None = Field(None, min_length=1, max_length=2000)
+    url: Destination | None = None
     description: str | None = Field(None, max_length=500)
     event_types: list[Subscription] | None = Field(None, max_length=100)
     max_attempts: MaxAttempts | None = None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import IntegrityError
@@ -35,9 +36,30 @@ BODY_REFUSALS = {
 }
 
 
+class _NotJson(ValueError):
+    pass
+
+
+def _refuse_constant(name: str):
+    # Python's json accepts NaN and Infinity; JSON (and PostgreSQL) do not.
+    raise _NotJson(f"{name} is not JSON.")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise _NotJson(f"{text} does not fit a 64-bit float.")
+    return value
+
+
 class ObjectParser(Parser):
     def parse_body(self, request: HttpRequest) -> dict:
-        data = json.loads(request.body)
+        try:
+            data = json.loads(
+                request.body, parse_constant=_refuse_constant, parse_float=_finite
+            )
+        except _NotJson as exc:
+            raise ApiProblem(400, str(exc)) from None
         if not isinstance(data, dict):
             # Well-formed JSON of the wrong shape is a 422, not a parse error.
             raise ApiProblem(
@@ -124,7 +146,12 @@ def _loc(loc) -> list:
 @api.exception_handler(ValidationError)
 def _invalid(request: HttpRequest, exc: ValidationError) -> HttpResponse:
     errors = [
-        {"loc": _loc(e.get("loc", ())), "msg": e.get("msg", "")} for e in exc.errors
+        {
+            "loc": _loc(e.get("loc", ())),
+            # pydantic prefixes our own validators' messages; clients need the reason.
+            "msg": e.get("msg", "").removeprefix("Value error, "),
+        }
+        for e in exc.errors
     ]
     return problem_response(422, "The request has invalid fields.", errors)
 

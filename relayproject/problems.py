@@ -124,6 +124,11 @@ class ApiProblemMiddleware:
     def _refuse_body(self, request: HttpRequest) -> HttpResponse | None:
         if request.method not in BODY_METHODS:
             return None
+        if "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower():
+            # The size limit is decided from Content-Length before reading.
+            return problem_response(
+                411, "Send a Content-Length; chunked bodies are refused."
+            )
         raw_length = request.META.get("CONTENT_LENGTH") or "0"
         try:
             length = int(raw_length)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import os
 import socket
+import warnings
 from pathlib import Path
 
 import environ
@@ -41,6 +42,9 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Serves the admin, portal and API-docs assets under gunicorn too, with no
+    # separate web server; WHITENOISE_USE_FINDERS works before collectstatic.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     # Before anything reads a body: refuses oversized and non-JSON API bodies.
     "relayproject.problems.ApiProblemMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -109,6 +113,10 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
+WHITENOISE_USE_FINDERS = True
+# Until collectstatic has run, STATIC_ROOT does not exist; the finders serve
+# the files meanwhile, so WhiteNoise's warning about it is only noise.
+warnings.filterwarnings("ignore", message="No directory at", category=UserWarning)
 STATICFILES_DIRS = [BASE_DIR / "static"] if (BASE_DIR / "static").exists() else []
 
 LOGIN_URL = "portal:login"

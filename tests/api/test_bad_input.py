@@ -59,6 +59,33 @@ CASES = [
         None,
     ),
     (
+        "NaN, which JSON does not have",
+        "POST",
+        "/events",
+        "platform",
+        {"raw": '{"merchant": "acme", "type": "a", "data": {"x": NaN}}'},
+        400,
+        None,
+    ),
+    (
+        "a number too large for a float",
+        "POST",
+        "/events",
+        "platform",
+        {"raw": '{"merchant": "acme", "type": "a", "data": {"x": 1e400}}'},
+        400,
+        None,
+    ),
+    (
+        "a chunked body, whose size cannot be checked first",
+        "POST",
+        "/events",
+        "platform",
+        {"body": EVENT, "headers": {"Transfer-Encoding": "chunked"}},
+        411,
+        None,
+    ),
+    (
         "JSON array",
         "POST",
         "/events",
@@ -243,3 +270,22 @@ def test_401_asks_for_a_bearer_key(db):
     response = Api(None).get("/deliveries")
     assert_problem(response, 401)
     assert response["WWW-Authenticate"] == "Bearer"
+
+
+def test_one_422_names_every_bad_field_including_a_refused_url(world):
+    before = row_counts()
+
+    response = Api(world).post(
+        "/merchants/acme/endpoints",
+        {"url": "http://10.0.0.1/hook", "event_types": "x", "max_attempts": "a"},
+    )
+
+    assert_problem(response, 422)
+    errors = {tuple(e["loc"]): e["msg"] for e in response.json()["errors"]}
+    assert set(errors) == {
+        ("body", "url"),
+        ("body", "event_types"),
+        ("body", "max_attempts"),
+    }
+    assert "not a public address" in errors[("body", "url")]
+    assert row_counts() == before

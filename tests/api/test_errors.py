@@ -58,3 +58,15 @@ def test_healthz_answers_ok_when_the_database_does(client):
     response = client.get("/healthz")
     assert response.status_code == 200
     assert response.json() == {"status": "ok"}
+
+
+def test_the_interactive_docs_and_their_assets_are_served_locally(client):
+    import re
+
+    page = client.get("/api/v1/docs")
+    assets = re.findall(r'(?:src|href)="(/static/[^"]+)"', page.content.decode())
+
+    assert page.status_code == 200
+    assert assets
+    for asset in assets:
+        assert client.get(asset).status_code == 200, asset

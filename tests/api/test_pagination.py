@@ -29,3 +29,11 @@ def test_pages_stay_stable_while_deliveries_are_inserted(platform, merchant):
         if cursor is None:
             break
     assert seen == sorted(original, reverse=True)
+
+
+def test_blank_filters_mean_no_filter(platform):
+    # The form a query template leaves behind: `?status=&merchant=&...`.
+    response = platform.get("/deliveries?status=&merchant=&endpoint_id=&cursor=")
+
+    assert response.status_code == 200
+    assert set(response.json()) == {"items", "next_cursor"}
