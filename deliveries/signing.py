@@ -57,7 +57,7 @@ def signature_header(
 
 
 def format_timestamp(value: datetime) -> str:
-    """Return ``value`` in UTC as ``YYYY-MM-DDTHH:MM:SS.ffffffZ``.
+    """Return ``value`` in UTC as ``YYYY-MM-DDTHH:MM:SS.fffZ``, as the API writes it.
 
     Raises ``ValueError`` for a naive datetime.
     """
@@ -65,9 +65,10 @@ def format_timestamp(value: datetime) -> str:
         # Guessing the zone of a naive value would put a wrong instant into a
         # signed body that receivers cannot question.
         raise ValueError("created_at must be timezone-aware")
-    # Fixed-width microseconds: isoformat() drops them when zero, which gives
-    # receivers two shapes to parse.
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    # Fixed-width milliseconds (isoformat() alone drops a zero fraction, which
+    # would give receivers two shapes), the same string GET /events shows.
+    utc = value.astimezone(UTC).replace(tzinfo=None)
+    return utc.isoformat(timespec="milliseconds") + "Z"
 
 
 def serialize_body(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+from datetime import datetime
 
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import IntegrityError
@@ -16,8 +17,11 @@ from django.http import Http404, HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.parser import Parser
+from ninja.renderers import JSONRenderer
+from ninja.responses import NinjaJSONEncoder
 
 from deliveries.api import router as deliveries_router
+from deliveries.signing import format_timestamp
 from endpoints.api import router as endpoints_router
 from relayproject.apiauth import ApiKeyAuth
 from relayproject.problems import (
@@ -97,6 +101,18 @@ def _nul_location(value, loc: list) -> list | None:
     return None
 
 
+class RelayEncoder(NinjaJSONEncoder):
+    def default(self, o):
+        if isinstance(o, datetime) and o.tzinfo is not None:
+            # One shape for every timestamp, the same the webhook body carries.
+            return format_timestamp(o)
+        return super().default(o)
+
+
+class RelayRenderer(JSONRenderer):
+    encoder_class = RelayEncoder
+
+
 class RelayApi(NinjaAPI):
     def get_openapi_schema(self, **kwargs):
         """Error answers are documented as problem+json, which is what they are."""
@@ -130,6 +146,7 @@ api = RelayApi(
     urls_namespace="api",
     auth=ApiKeyAuth(),
     parser=ObjectParser(),
+    renderer=RelayRenderer(),
 )
 api.add_router("/", endpoints_router)
 api.add_router("/", deliveries_router)

@@ -230,3 +230,21 @@ def test_replay_of_a_pending_delivery_is_a_conflict(any_key, merchant):
     event = event_publish(merchant=merchant, type="order.created", data={})
     response = any_key.post(f"/deliveries/{event.created_deliveries[0].pk}/replay")
     assert_problem(response, 409)
+
+
+@pytest.mark.parametrize("microsecond", [0, 5, 999_999])
+def test_created_at_reads_the_same_as_the_webhook_body_timestamp(platform, microsecond):
+    import json
+
+    from deliveries.signing import serialize_body
+
+    merchant = factories.merchant("stamps")
+    created = utcnow().replace(microsecond=microsecond)
+    event = event_publish(merchant=merchant, type="a", data={}, now=created)
+
+    shown = platform.get(f"/events/{event.pk}").json()["created_at"]
+
+    body = serialize_body(
+        event_id=event.pk, event_type="a", created_at=created, data={}
+    )
+    assert shown == json.loads(body)["timestamp"]
