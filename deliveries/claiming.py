@@ -138,15 +138,24 @@ def _take(
     exhausted: list[str] = []
     resend: list[str] = []
     for row in expired:
+        max_attempts = row["endpoint__max_attempts"] or settings.MAX_ATTEMPTS
+        used = row["attempt_count"] + 1 - row["budget_start"]
+        out_of_attempts = used >= max_attempts
         logger.warning(
             "reclaimed delivery=%s endpoint=%s lost_by=%s",
             row["id"],
             row["endpoint_id"],
             row["claimed_by"],
         )
-        max_attempts = row["endpoint__max_attempts"] or settings.MAX_ATTEMPTS
-        used = row["attempt_count"] + 1 - row["budget_start"]
-        out_of_attempts = used >= max_attempts
+        # The same line every other attempt gets, so one grep shows them all.
+        logger.info(
+            "attempt delivery=%s endpoint=%s number=%d outcome=%s status=- ms=- error=%s",
+            row["id"],
+            row["endpoint_id"],
+            row["attempt_count"] + 1,
+            "dead" if out_of_attempts else "retry",
+            LEASE_EXPIRED,
+        )
         (exhausted if out_of_attempts else resend).append(row["id"])
         lost_attempts.append(
             Attempt(

@@ -277,6 +277,7 @@ def _attempt_row(item: Sent, verdict: retry.Verdict, *, worker_id: str) -> Attem
 
 _HEALTH_FIELDS = [
     "breaker_state",
+    "failure_threshold",
     "consecutive_failures",
     "cooldown_seconds",
     "opened_at",
@@ -299,6 +300,13 @@ def _apply_breaker(health: EndpointHealth, item: Sent, *, now: datetime) -> None
         next_probe_at=health.next_probe_at,
         reason=health.breaker_reason,
     )
+    # The setting as it is now, halved for a very slow endpoint (contract 6);
+    # stored so that what the admin shows is what was applied.
+    health.failure_threshold = breaker.effective_threshold(
+        base_threshold=settings.BREAKER_FAILURE_THRESHOLD,
+        p95_ms=health.p95_ms,
+        samples=health.sample_count,
+    )
     probing = health.breaker_state == EndpointHealth.State.HALF_OPEN
     if succeeded:
         health.last_success_at = now
@@ -315,7 +323,7 @@ def _apply_breaker(health: EndpointHealth, item: Sent, *, now: datetime) -> None
             state = breaker.after_failure(
                 state,
                 now=now,
-                threshold=health.failure_threshold,
+                threshold=health.failure_threshold,  # as set just above
                 base_cooldown=settings.BREAKER_COOLDOWN_SECONDS,
                 max_cooldown=settings.BREAKER_MAX_COOLDOWN_SECONDS,
                 error=_error_text(item.result),

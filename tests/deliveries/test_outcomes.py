@@ -159,3 +159,29 @@ def test_only_the_body_limit_of_a_large_response_is_kept(receiver):
     run(clock, Sender(timeout=5, body_limit=1000, allow_private=True))
 
     assert len(Attempt.objects.get().response_body) == 1000
+
+
+def test_the_breaker_threshold_is_the_setting_in_force_when_recording(settings):
+    clock = FakeClock()
+    endpoint = factories.endpoint()  # made while the threshold was the default 10
+    publish(endpoint, clock, n=3)
+    settings.BREAKER_FAILURE_THRESHOLD = 3
+
+    run(clock, ScriptedSender(default=ok(500)))
+
+    health = EndpointHealth.objects.get()
+    assert (health.breaker_state, health.failure_threshold) == ("open", 3)
+
+
+def test_a_very_slow_endpoint_has_its_threshold_halved(settings):
+    settings.BREAKER_FAILURE_THRESHOLD = 4
+    clock = FakeClock()
+    endpoint = factories.endpoint()
+    EndpointHealth.objects.filter(endpoint=endpoint).update(
+        p95_ms=6000, sample_count=20
+    )
+    publish(endpoint, clock, n=2)
+
+    run(clock, ScriptedSender(default=ok(500)))
+
+    assert EndpointHealth.objects.get().breaker_state == "open"
