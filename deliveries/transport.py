@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import requests
+from urllib3.exceptions import ProtocolError, ReadTimeoutError
+from urllib3.util import Timeout
 
 from deliveries import retry
 from endpoints import destinations
@@ -64,6 +66,30 @@ class Sender:
             self._local.session = session
         return session
 
+    def _read_excerpt(
+        self, response: requests.Response, *, deadline: float
+    ) -> bytes | None:
+        """Up to body_limit bytes of the body, or None if the deadline passes first.
+
+        What lies past the limit is never read into memory.
+        """
+        chunks: list[bytes] = []
+        size = 0
+        while size < self.body_limit:
+            remaining = deadline - self.monotonic()
+            if remaining <= 0:
+                return None
+            _body_budget(response, remaining)
+            try:
+                chunk = response.raw.read1(self.body_limit - size, decode_content=True)
+            except (TimeoutError, ReadTimeoutError):
+                return None
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks)[: self.body_limit]
+
     def send(self, request: OutgoingRequest) -> SendResult:
         started = self.monotonic()
 
@@ -79,23 +105,36 @@ class Sender:
             # anything else the policy refuses is permanent.
             kind = retry.DNS if exc.code == retry.DNS else retry.DESTINATION_BLOCKED
             return SendResult(None, elapsed(), kind, exc.reason)
+        deadline = started + self.timeout
         try:
             with self._session().post(
                 request.url,
                 data=request.body,
                 headers=request.headers,
-                timeout=self.timeout,
+                # total: connect and the wait for headers share one budget.
+                timeout=Timeout(total=self.timeout),
                 allow_redirects=False,
                 stream=True,
             ) as response:
-                # Read at most the limit: a huge or endless body never fills memory.
-                raw = response.raw.read(self.body_limit, decode_content=True) or b""
+                excerpt = self._read_excerpt(response, deadline=deadline)
+                if excerpt is None:
+                    return SendResult(
+                        None,
+                        elapsed(),
+                        retry.TIMEOUT,
+                        f"status {response.status_code}, but the body did not "
+                        f"arrive within {self.timeout:g} s",
+                    )
                 return SendResult(
                     status_code=response.status_code,
                     duration_ms=elapsed(),
-                    body_excerpt=raw.decode("utf-8", errors="replace"),
+                    body_excerpt=excerpt.decode("utf-8", errors="replace"),
                     retry_after=response.headers.get("Retry-After"),
                 )
+        except (TimeoutError, ReadTimeoutError) as exc:
+            return SendResult(None, elapsed(), retry.TIMEOUT, _short(exc))
+        except ProtocolError as exc:
+            return SendResult(None, elapsed(), retry.CONNECTION, _short(exc))
         except requests.exceptions.Timeout as exc:
             return SendResult(None, elapsed(), retry.TIMEOUT, _short(exc))
         except requests.exceptions.SSLError as exc:
@@ -115,6 +154,14 @@ class Sender:
             return SendResult(None, elapsed(), kind, _short(exc))
         except Exception as exc:  # a receiver must never crash a dispatcher  # noqa: BLE001
             return SendResult(None, elapsed(), retry.CONNECTION, _short(exc))
+
+
+def _body_budget(response: requests.Response, seconds: float) -> None:
+    # Each recv waits at most what is left of the attempt, so a receiver that
+    # trickles its body cannot stretch an attempt past HTTP_TIMEOUT_SECONDS.
+    sock = getattr(response.raw.connection, "sock", None)
+    if sock is not None:
+        sock.settimeout(max(seconds, 0.001))
 
 
 def _short(exc: BaseException) -> str:

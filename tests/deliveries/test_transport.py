@@ -60,3 +60,38 @@ def test_retry_after_and_a_truncated_body_come_back():
         "7",
         64,
     )
+
+
+def test_a_body_that_trickles_past_the_timeout_is_a_timeout():
+    import threading
+    import time
+
+    stop = threading.Event()
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def trickle() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 50\r\n\r\n")
+            # One byte at a time: each recv succeeds, the whole never does.
+            while not stop.wait(0.1):
+                try:
+                    conn.sendall(b"x")
+                except OSError:
+                    return
+
+    thread = threading.Thread(target=trickle, daemon=True)
+    thread.start()
+    port = listener.getsockname()[1]
+    started = time.monotonic()
+
+    result = post(f"http://127.0.0.1:{port}/hook", sender(timeout=0.5))
+
+    stop.set()
+    listener.close()
+    assert (result.status_code, result.error_kind) == (None, "timeout")
+    assert "200" in result.error_message
+    assert (
+        time.monotonic() - started < 2.5
+    )  # bounded by the attempt, not by the trickle
