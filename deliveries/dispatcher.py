@@ -2,8 +2,10 @@
 
 Sends happen outside any transaction, `concurrency` at a time on a thread
 pool; outcomes are recorded from the main thread in short transactions, the
-ones that complete together in one. The next batch is claimed while the tail
-of the last one is still sending, so slow receivers never leave threads idle.
+ones that complete together in one. Claimed jobs wait in a queue and go to
+the pool as threads free up, each past the SendGate (breakers) and the rate
+limit first; the next batch is claimed before the queue runs dry, so slow
+receivers never leave threads idle.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import random
 import threading
 import time
 from collections import Counter as Tally
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
@@ -20,7 +23,7 @@ from datetime import datetime, timedelta
 
 from django.db import InterfaceError, OperationalError, connections
 
-from deliveries import claiming, counters, outcomes, signing
+from deliveries import claiming, counters, gate, outcomes, signing
 from deliveries.jobs import Job, jobs_load
 from deliveries.transport import OutgoingRequest, Sender, SendResult
 from endpoints.services import endpoint_rate_take
@@ -81,10 +84,9 @@ class Dispatcher:
         self.maintenance = maintenance
         self.stats = Stats()
         self._stopping = threading.Event()
+        self._queue: deque[Job] = deque()
         self._inflight: set[Future] = set()
-        # Endpoints whose breaker this process saw open: not sent to again
-        # before the given time, even from a batch already claimed.
-        self._held: dict[str, datetime] = {}
+        self._gate = gate.SendGate()
         self._pool = ThreadPoolExecutor(
             max_workers=self.concurrency, thread_name_prefix="send"
         )
@@ -103,8 +105,14 @@ class Dispatcher:
 
     def run_once(self) -> int:
         """Claim one batch, send it, record every outcome. Returns rows handled."""
-        handled = self._claim_and_submit()
-        self._settle_all()
+        handled = self._claim()
+        try:
+            while self._inflight or (self._queue and not self.stopping):
+                self._submit_ready()
+                if self._inflight:
+                    self._settle_some()
+        finally:
+            self._give_back_queue()
         return handled
 
     def run(self, *, drain: bool = False) -> Stats:
@@ -113,17 +121,17 @@ class Dispatcher:
         dry = False  # the last claim found nothing: do not ask again until idle
         try:
             while not self.stopping:
-                # Keep about one batch queued behind the sends in flight.
-                if not dry and len(self._inflight) < 2 * self.concurrency:
+                if not dry and len(self._queue) < self.concurrency:
                     try:
-                        dry = self._claim_and_submit() == 0
+                        dry = self._claim() == 0
                         failures = 0
                     except DB_ERRORS as exc:
                         self._database_down(exc, failures)
                         failures += 1
-                        if not self._inflight:
+                        if not (self._inflight or self._queue):
                             continue
-                        # Fall through: record what is in flight, then try again.
+                        # Fall through: send and record what we hold, then retry.
+                self._submit_ready()
                 if self._inflight:
                     self._settle_some()
                     continue
@@ -135,6 +143,7 @@ class Dispatcher:
                     dry = False
         finally:
             self._settle_all()
+            self._give_back_queue()
             self.close()
         return self.stats
 
@@ -173,8 +182,8 @@ class Dispatcher:
 
     # -- claiming ----------------------------------------------------------
 
-    def _claim_and_submit(self) -> int:
-        """Claim probes and a batch, hand the jobs to the pool; rows handled."""
+    def _claim(self) -> int:
+        """Claim probes and a batch into the queue; rows handled."""
         now = self.clock.now()
         probes = claiming.claim_probes(
             worker_id=self.worker_id, now=now, lease_seconds=self.lease_seconds
@@ -197,13 +206,40 @@ class Dispatcher:
                 probe_ids=claim.probe_ids,
                 now=now,
             )
-            for job in jobs:
-                hold_until = self._hold_until(job, now=now)
-                if hold_until is not None:
-                    self._release([job], due_at=hold_until)
-                else:
-                    self._inflight.add(self._pool.submit(self._send, job))
+            if claim is probes:
+                self._queue.extendleft(reversed(jobs))  # probes go first
+            else:
+                self._queue.extend(jobs)
         return handled
+
+    def _submit_ready(self) -> None:
+        """Hand queued jobs to free threads, unless the gate or the rate limit says wait."""
+        if self.stopping or not self._queue:
+            return
+        now = self.clock.now()
+        self._gate.refresh((j.endpoint_id for j in self._queue), now=now)
+        deferred: list[Job] = []
+        while self._queue and len(self._inflight) < self.concurrency:
+            job = self._queue.popleft()
+            decision = self._gate.decide(
+                job.endpoint_id, is_probe=job.is_probe, now=now
+            )
+            if decision == gate.DEFER:
+                deferred.append(job)
+                continue
+            hold_until = decision if isinstance(decision, datetime) else None
+            hold_until = hold_until or self._rate_limited_until(job, now=now)
+            if hold_until is not None:
+                self._release([job], due_at=hold_until)
+                continue
+            self._gate.sending(job.endpoint_id)
+            self._inflight.add(self._pool.submit(self._send, job))
+        self._queue.extendleft(reversed(deferred))
+
+    def _give_back_queue(self) -> None:
+        """Claimed but never sent (stopping): pending again, no attempt spent."""
+        jobs, self._queue = list(self._queue), deque()
+        self._release(jobs, due_at=self.clock.now())
 
     def _count_reclaimed(self, *claims: claiming.Claim) -> int:
         reclaimed = sum(c.reclaimed for c in claims)
@@ -224,24 +260,20 @@ class Dispatcher:
         self.stats.dead += dead
         return dead
 
-    def _hold_until(self, job: Job, *, now: datetime) -> datetime | None:
-        """When a job must wait instead of being sent: breaker open or rate limit."""
-        if job.endpoint_id in self._held and not job.is_probe:
-            return self._held[job.endpoint_id]
-        if job.rate_limit_per_second:
-            wait_seconds = endpoint_rate_take(
-                endpoint_id=job.endpoint_id,
-                rate=job.rate_limit_per_second,
-                now=now.timestamp(),
-            )
-            if wait_seconds > 0:
-                return now + timedelta(seconds=wait_seconds)
-        return None
+    def _rate_limited_until(self, job: Job, *, now: datetime) -> datetime | None:
+        if not job.rate_limit_per_second:
+            return None
+        wait_seconds = endpoint_rate_take(
+            endpoint_id=job.endpoint_id,
+            rate=job.rate_limit_per_second,
+            now=now.timestamp(),
+        )
+        return now + timedelta(seconds=wait_seconds) if wait_seconds > 0 else None
 
     # -- sending (pool threads: no database access here) --------------------
 
     def _send(self, job: Job) -> Finished:
-        if self.stopping or (job.endpoint_id in self._held and not job.is_probe):
+        if self.stopping:
             return job, None, None
         started_at = self.clock.now()
         timestamp = int(started_at.timestamp())
@@ -269,21 +301,25 @@ class Dispatcher:
             self._settle_some()
 
     def _settle_some(self) -> None:
-        """Wait for at least one send, then record all that finish with it."""
-        done, rest = wait(self._inflight, return_when=FIRST_COMPLETED)
-        if rest:
-            more, rest = wait(rest, timeout=RECORD_EVERY_SECONDS)
-            done |= more
-        self._inflight = rest
-        finished: list[Finished] = [f.result() for f in done]
+        """Wait for a send; refill the pool; record all that finish meanwhile."""
+        done, _ = wait(self._inflight, return_when=FIRST_COMPLETED)
+        finished = self._collect(done)
+        self._submit_ready()  # healthy endpoints need not wait for the record
+        more, _ = wait(set(self._inflight), timeout=RECORD_EVERY_SECONDS)
+        finished += self._collect(more)
         self._record([f for f in finished if f[1] is not None])
-        # Stopped or held back before sending: give back, no attempt spent.
         now = self.clock.now()
         for job, result, _ in finished:
-            if result is None:
-                held = None if job.is_probe else self._held.get(job.endpoint_id)
-                self._release([job], due_at=held or now)
-        self._held = {e: t for e, t in self._held.items() if t > now}
+            if result is None:  # stopping before it was sent: no attempt spent
+                self._release([job], due_at=now)
+        self._submit_ready()
+
+    def _collect(self, done: set[Future]) -> list[Finished]:
+        self._inflight -= done
+        finished: list[Finished] = [f.result() for f in done]
+        for job, result, _ in finished:
+            self._gate.finished(job.endpoint_id, failed=_failed(result))
+        return finished
 
     def _record(self, finished: list[Finished]) -> None:
         if not finished:
@@ -310,6 +346,8 @@ class Dispatcher:
                 rand=self.rand,
             )
         )
+        for job, result, _ in finished:
+            self._gate.recorded(job.endpoint_id, failed=bool(_failed(result)))
         if recorded is None:
             return
         self.stats.fenced += len(recorded.fenced)
@@ -321,7 +359,7 @@ class Dispatcher:
         self.stats.succeeded += attempts.pop("succeeded", 0)
         self.stats.retried += attempts.pop("retry", 0)
         self.stats.dead += sum(attempts.values())
-        self._held.update(recorded.opened)
+        self._gate.opened(recorded.opened)
 
     def _release(self, jobs: list[Job], *, due_at: datetime) -> None:
         for job in jobs:
@@ -364,3 +402,9 @@ class Dispatcher:
                 connections.close_all()
                 time.sleep(delay)
         return None
+
+
+def _failed(result: SendResult | None) -> bool | None:
+    if result is None:
+        return None
+    return not (result.status_code is not None and 200 <= result.status_code < 300)

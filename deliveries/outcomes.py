@@ -310,9 +310,12 @@ def _apply_breaker(health: EndpointHealth, item: Sent, *, now: datetime) -> None
     probing = health.breaker_state == EndpointHealth.State.HALF_OPEN
     if succeeded:
         health.last_success_at = now
-        state = breaker.after_success(
-            state, now=now, base_cooldown=settings.BREAKER_COOLDOWN_SECONDS
-        )
+        # Once open, only the probe closes it: a late success of a send made
+        # before it opened does not cut the cooldown short.
+        if health.breaker_state == EndpointHealth.State.CLOSED or item.is_probe:
+            state = breaker.after_success(
+                state, now=now, base_cooldown=settings.BREAKER_COOLDOWN_SECONDS
+            )
     else:
         health.last_failure_at = now
         if probing and not item.is_probe:

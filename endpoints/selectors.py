@@ -36,3 +36,14 @@ def live_secrets(*, endpoint_ids: Iterable[str], now: datetime) -> dict[str, lis
 
 def endpoints_of_merchant(*, merchant_id: int) -> QuerySet[Endpoint]:
     return Endpoint.objects.filter(merchant_id=merchant_id).select_related("health")
+
+
+def breakers_not_closed(*, endpoint_ids: Iterable[str]) -> dict[str, datetime | None]:
+    """Endpoints among these whose breaker is open or half-open, with the next probe time."""
+    from endpoints.models import EndpointHealth
+
+    return dict(
+        EndpointHealth.objects.filter(pk__in=list(endpoint_ids))
+        .exclude(breaker_state=EndpointHealth.State.CLOSED)
+        .values_list("pk", "next_probe_at")
+    )
