@@ -214,12 +214,17 @@ class Dispatcher:
 
     def _submit_ready(self) -> None:
         """Hand queued jobs to free threads, unless the gate or the rate limit says wait."""
-        if self.stopping or not self._queue:
-            return
         now = self.clock.now()
         self._gate.refresh((j.endpoint_id for j in self._queue), now=now)
+        if self.stopping or not self._queue:
+            return
         deferred: list[Job] = []
-        while self._queue and len(self._inflight) < self.concurrency:
+        # About a batch ahead of the threads: the pool's own queue keeps them
+        # busy while this thread records; each job asks the gate again just
+        # before it is sent (must_wait), so a breaker that opens meanwhile
+        # still holds it.
+        ahead = max(2 * self.concurrency, self.batch_size)
+        while self._queue and len(self._inflight) < ahead:
             job = self._queue.popleft()
             decision = self._gate.decide(
                 job.endpoint_id, is_probe=job.is_probe, now=now
@@ -233,7 +238,8 @@ class Dispatcher:
                 self._release([job], due_at=hold_until)
                 continue
             self._gate.sending(job.endpoint_id)
-            self._inflight.add(self._pool.submit(self._send, job))
+            ticket = self._gate.ticket(job.endpoint_id)
+            self._inflight.add(self._pool.submit(self._send, job, ticket))
         self._queue.extendleft(reversed(deferred))
 
     def _give_back_queue(self) -> None:
@@ -272,8 +278,13 @@ class Dispatcher:
 
     # -- sending (pool threads: no database access here) --------------------
 
-    def _send(self, job: Job) -> Finished:
-        if self.stopping:
+    def _send(self, job: Job, ticket: int) -> Finished:
+        if self.stopping or (
+            not job.is_probe
+            and self._gate.must_wait(
+                job.endpoint_id, ticket=ticket, now=self.clock.now()
+            )
+        ):
             return job, None, None
         started_at = self.clock.now()
         timestamp = int(started_at.timestamp())
@@ -292,7 +303,9 @@ class Dispatcher:
             secrets=job.secrets, msg_id=job.event_id, timestamp=timestamp, body=job.body
         )
         request = OutgoingRequest(url=job.url, headers=headers, body=job.body)
-        return job, self.sender.send(request), started_at
+        result = self.sender.send(request)
+        self._gate.answered(job.endpoint_id, failed=bool(_failed(result)))
+        return job, result, started_at
 
     # -- recording ---------------------------------------------------------
 
@@ -310,8 +323,15 @@ class Dispatcher:
         self._record([f for f in finished if f[1] is not None])
         now = self.clock.now()
         for job, result, _ in finished:
-            if result is None:  # stopping before it was sent: no attempt spent
+            if result is not None:
+                continue
+            # Not sent: stopping, or the endpoint turned out held or failing.
+            if self.stopping:
                 self._release([job], due_at=now)
+            elif self._gate.is_held(job.endpoint_id, now=now):
+                self._release([job], due_at=self._gate.held[job.endpoint_id])
+            else:
+                self._queue.appendleft(job)  # the gate decides again
         self._submit_ready()
 
     def _collect(self, done: set[Future]) -> list[Finished]:

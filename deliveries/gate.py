@@ -31,19 +31,26 @@ class SendGate:
         self._failing: set[str] = set()
         self._unrecorded: Counter[str] = Counter()
         self._in_flight: Counter[str] = Counter()
+        self._failures_seen: Counter[str] = Counter()
         self._next_refresh = 0.0
 
     def sending(self, endpoint_id: str) -> None:
         self._in_flight[endpoint_id] += 1
 
-    def finished(self, endpoint_id: str, *, failed: bool | None) -> None:
-        """A send ended (failed=None: it was never made)."""
-        self._in_flight[endpoint_id] -= 1
+    def answered(self, endpoint_id: str, *, failed: bool) -> None:
+        """Called by the send thread the moment a send ends, before anything else
+        is sent: the next thread to pick a job for this endpoint must know."""
         if failed:
             self._failing.add(endpoint_id)
-            self._unrecorded[endpoint_id] += 1
-        elif failed is False:
+            self._failures_seen[endpoint_id] += 1
+        else:
             self._failing.discard(endpoint_id)
+
+    def finished(self, endpoint_id: str, *, failed: bool | None) -> None:
+        """The main thread collected a send (failed=None: it was never made)."""
+        self._in_flight[endpoint_id] -= 1
+        if failed:
+            self._unrecorded[endpoint_id] += 1
 
     def recorded(self, endpoint_id: str, *, failed: bool) -> None:
         if failed:
@@ -57,13 +64,30 @@ class SendGate:
         if self.monotonic() < self._next_refresh:
             return
         self._next_refresh = self.monotonic() + REFRESH_SECONDS
-        ids = set(endpoint_ids)
+        # Jobs already handed to the pool ask the gate again before sending.
+        ids = set(endpoint_ids) | {e for e, n in self._in_flight.items() if n > 0}
         if ids:
             for endpoint_id, next_probe in breakers_not_closed(
                 endpoint_ids=ids
             ).items():
                 self.held[endpoint_id] = next_probe or now
         self.held = {e: t for e, t in self.held.items() if t > now}
+
+    def is_held(self, endpoint_id: str, *, now: datetime) -> bool:
+        """Is this endpoint seen open? Read-only, safe from the send threads."""
+        held_until = self.held.get(endpoint_id)
+        return held_until is not None and held_until > now
+
+    def ticket(self, endpoint_id: str) -> int:
+        """Taken when a job is let through: how many failures were known then."""
+        return self._failures_seen[endpoint_id]
+
+    def must_wait(self, endpoint_id: str, *, ticket: int, now: datetime) -> bool:
+        """Asked by a send thread: did a failure arrive after this job was let
+        through, or was the endpoint seen open since? Then it goes back."""
+        return self._failures_seen[endpoint_id] != ticket or self.is_held(
+            endpoint_id, now=now
+        )
 
     def decide(
         self, endpoint_id: str, *, is_probe: bool, now: datetime
