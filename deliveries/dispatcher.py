@@ -213,12 +213,29 @@ class Dispatcher:
         return handled
 
     def _submit_ready(self) -> None:
-        """Hand queued jobs to free threads, unless the gate or the rate limit says wait."""
+        """Hand queued jobs to free threads, unless the gate or the rate limit says wait.
+
+        The gate and the rate limit read the database: if it is away, the jobs
+        stay queued (their lease keeps them ours) and we try again shortly.
+        """
+        deferred: list[Job] = []
+        try:
+            self._submit_ready_into(deferred)
+        except DB_ERRORS as exc:
+            logger.warning(
+                "database unavailable before sending (%s); retrying", type(exc).__name__
+            )
+            connections.close_all()
+            if not self._inflight:
+                self._stopping.wait(DB_BACKOFF_SECONDS[1])
+        finally:
+            self._queue.extendleft(reversed(deferred))
+
+    def _submit_ready_into(self, deferred: list[Job]) -> None:
         now = self.clock.now()
         self._gate.refresh((j.endpoint_id for j in self._queue), now=now)
-        if self.stopping or not self._queue:
+        if self.stopping:
             return
-        deferred: list[Job] = []
         # About a batch ahead of the threads: the pool's own queue keeps them
         # busy while this thread records; each job asks the gate again just
         # before it is sent (must_wait), so a breaker that opens meanwhile
@@ -226,21 +243,21 @@ class Dispatcher:
         ahead = max(2 * self.concurrency, self.batch_size)
         while self._queue and len(self._inflight) < ahead:
             job = self._queue.popleft()
+            deferred.append(job)  # until it is sent or released
             decision = self._gate.decide(
                 job.endpoint_id, is_probe=job.is_probe, now=now
             )
             if decision == gate.DEFER:
-                deferred.append(job)
                 continue
             hold_until = decision if isinstance(decision, datetime) else None
             hold_until = hold_until or self._rate_limited_until(job, now=now)
+            deferred.pop()
             if hold_until is not None:
                 self._release([job], due_at=hold_until)
                 continue
             self._gate.sending(job.endpoint_id)
             ticket = self._gate.ticket(job.endpoint_id)
             self._inflight.add(self._pool.submit(self._send, job, ticket))
-        self._queue.extendleft(reversed(deferred))
 
     def _give_back_queue(self) -> None:
         """Claimed but never sent (stopping): pending again, no attempt spent."""
