@@ -31,11 +31,10 @@ from deliveries.services import (
 from endpoints.models import Endpoint
 from relayproject.apiauth import idempotency_scope, scoped, visible_merchant
 from relayproject.pagination import DEFAULT_LIMIT, MAX_LIMIT, paginate
-from relayproject.problems import ApiProblem, Problem
+from relayproject.problems import COMMON_ERRORS, ApiProblem, Problem
 
 router = Router(tags=["events and deliveries"])
 
-ERRORS = {401: Problem, 404: Problem, 422: Problem}
 T = TypeVar("T")
 # `?status=&merchant=` (the form a query template leaves) means "no filter".
 BlankIsNone = Annotated[T, BeforeValidator(lambda value: value or None)]
@@ -52,7 +51,7 @@ def _merchant_at(request: HttpRequest, slug: str, loc: list):
 
 @router.post(
     "/events",
-    response={200: EventOut, 201: EventOut, 409: Problem, **ERRORS},
+    response={200: EventOut, 201: EventOut, 409: Problem, **COMMON_ERRORS},
 )
 def event_create(
     request: HttpRequest,
@@ -97,7 +96,7 @@ def event_create(
     return Status(200, selectors.events_with_deliveries().get(pk=event.pk))
 
 
-@router.post("/events/batch", response={201: EventBatchOut, **ERRORS})
+@router.post("/events/batch", response={201: EventBatchOut, **COMMON_ERRORS})
 def event_batch_create(request: HttpRequest, payload: EventBatchIn):
     """Up to 500 events, of any merchants, stored in one transaction: all or nothing."""
     too_big = [
@@ -119,7 +118,7 @@ def event_batch_create(request: HttpRequest, payload: EventBatchIn):
     return Status(201, {"items": ingest.events_publish_mixed(items=items)})
 
 
-@router.get("/events/{event_id}", response={200: EventDetail, **ERRORS})
+@router.get("/events/{event_id}", response={200: EventDetail, **COMMON_ERRORS})
 def event_get(request: HttpRequest, event_id: str):
     events = scoped(request, selectors.events_with_deliveries(), "merchant_id")
     event = events.filter(pk=event_id).first()
@@ -128,7 +127,7 @@ def event_get(request: HttpRequest, event_id: str):
     return event
 
 
-@router.get("/deliveries", response={200: DeliveryPage, **ERRORS})
+@router.get("/deliveries", response={200: DeliveryPage, **COMMON_ERRORS})
 def delivery_list(
     request: HttpRequest,
     status: BlankIsNone[Delivery.Status | None] = None,
@@ -173,14 +172,16 @@ def _visible_delivery(request: HttpRequest, delivery_id: str) -> Delivery:
     return delivery
 
 
-@router.get("/deliveries/{delivery_id}", response={200: DeliveryDetail, **ERRORS})
+@router.get(
+    "/deliveries/{delivery_id}", response={200: DeliveryDetail, **COMMON_ERRORS}
+)
 def delivery_get(request: HttpRequest, delivery_id: str):
     return _visible_delivery(request, delivery_id)
 
 
 @router.post(
     "/deliveries/{delivery_id}/replay",
-    response={202: Replayed, 409: Problem, **ERRORS},
+    response={202: Replayed, 409: Problem, **COMMON_ERRORS},
 )
 def delivery_replay_create(request: HttpRequest, delivery_id: str):
     """Send a dead or succeeded delivery again, with a fresh attempt budget."""

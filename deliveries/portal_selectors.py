@@ -12,6 +12,7 @@ from deliveries.models import Attempt, Delivery, Event
 from deliveries.stats import QUANTILES, WINDOW, percentile_cont
 from deliveries.transport import USER_AGENT
 from endpoints.selectors import live_secrets
+from relayproject.pagination import keyset_page
 
 PAGE_SIZE = 50
 EVENT_TYPES_SHOWN = 200
@@ -69,11 +70,8 @@ def deliveries_page(
         rows = rows.filter(created_at__gte=since)
     if until:
         rows = rows.filter(created_at__lt=until)
-    if cursor:
-        rows = rows.filter(pk__lt=cursor)
-    items = list(rows.order_by("-pk")[: size + 1])
-    next_cursor = items[size - 1].pk if len(items) > size else None
-    return Page(items=items[:size], next_cursor=next_cursor)
+    items, next_cursor = keyset_page(rows, after_id=cursor, limit=size)
+    return Page(items=items, next_cursor=next_cursor)
 
 
 @dataclass(frozen=True)

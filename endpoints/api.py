@@ -22,11 +22,9 @@ from endpoints.schemas import (
 )
 from relayproject.apiauth import api_key, visible_endpoint, visible_merchant
 from relayproject.pagination import DEFAULT_LIMIT, MAX_LIMIT, paginate
-from relayproject.problems import Problem
+from relayproject.problems import COMMON_ERRORS, Problem
 
 router = Router(tags=["merchants and endpoints"])
-
-ERRORS = {401: Problem, 404: Problem, 422: Problem}
 
 
 @router.post(
@@ -39,12 +37,14 @@ def merchant_create(request: HttpRequest, payload: MerchantIn):
     return Status(201, services.merchant_create(slug=payload.slug, name=payload.name))
 
 
-@router.get("/merchants/{slug}", response={200: MerchantOut, **ERRORS})
+@router.get("/merchants/{slug}", response={200: MerchantOut, **COMMON_ERRORS})
 def merchant_get(request: HttpRequest, slug: str):
     return visible_merchant(request, slug)
 
 
-@router.post("/merchants/{slug}/endpoints", response={201: EndpointCreated, **ERRORS})
+@router.post(
+    "/merchants/{slug}/endpoints", response={201: EndpointCreated, **COMMON_ERRORS}
+)
 def endpoint_create(request: HttpRequest, slug: str, payload: EndpointIn):
     """Create an endpoint; the answer holds its signing secret, shown only here."""
     merchant = visible_merchant(request, slug)
@@ -53,7 +53,9 @@ def endpoint_create(request: HttpRequest, slug: str, payload: EndpointIn):
     return Status(201, endpoint)
 
 
-@router.get("/merchants/{slug}/endpoints", response={200: EndpointPage, **ERRORS})
+@router.get(
+    "/merchants/{slug}/endpoints", response={200: EndpointPage, **COMMON_ERRORS}
+)
 def endpoint_list(
     request: HttpRequest,
     slug: str,
@@ -68,14 +70,16 @@ def endpoint_list(
 
 
 @router.get(
-    "/merchants/{slug}/endpoints/{endpoint_id}", response={200: EndpointOut, **ERRORS}
+    "/merchants/{slug}/endpoints/{endpoint_id}",
+    response={200: EndpointOut, **COMMON_ERRORS},
 )
 def endpoint_get(request: HttpRequest, slug: str, endpoint_id: str):
     return visible_endpoint(request, slug, endpoint_id)
 
 
 @router.patch(
-    "/merchants/{slug}/endpoints/{endpoint_id}", response={200: EndpointOut, **ERRORS}
+    "/merchants/{slug}/endpoints/{endpoint_id}",
+    response={200: EndpointOut, **COMMON_ERRORS},
 )
 def endpoint_update(
     request: HttpRequest, slug: str, endpoint_id: str, payload: EndpointPatch
@@ -91,7 +95,7 @@ def endpoint_update(
 
 
 @router.delete(
-    "/merchants/{slug}/endpoints/{endpoint_id}", response={204: None, **ERRORS}
+    "/merchants/{slug}/endpoints/{endpoint_id}", response={204: None, **COMMON_ERRORS}
 )
 def endpoint_delete(request: HttpRequest, slug: str, endpoint_id: str):
     services.endpoint_delete(endpoint=visible_endpoint(request, slug, endpoint_id))
@@ -100,7 +104,7 @@ def endpoint_delete(request: HttpRequest, slug: str, endpoint_id: str):
 
 @router.post(
     "/merchants/{slug}/endpoints/{endpoint_id}/rotate-secret",
-    response={200: SecretRotated, **ERRORS},
+    response={200: SecretRotated, **COMMON_ERRORS},
 )
 def endpoint_rotate_secret(request: HttpRequest, slug: str, endpoint_id: str):
     """New secret now; the previous one keeps signing until previous_expires_at."""
@@ -111,7 +115,7 @@ def endpoint_rotate_secret(request: HttpRequest, slug: str, endpoint_id: str):
 
 @router.post(
     "/merchants/{slug}/endpoints/{endpoint_id}/recover",
-    response={202: RecoverOut, **ERRORS},
+    response={202: RecoverOut, **COMMON_ERRORS},
 )
 def endpoint_recover(
     request: HttpRequest, slug: str, endpoint_id: str, payload: RecoverIn

@@ -35,17 +35,25 @@ def cursor_decode(cursor: str) -> str:
     return value
 
 
+def keyset_page(
+    queryset: QuerySet, *, after_id: str | None, limit: int
+) -> tuple[list, str | None]:
+    """Up to limit rows older than after_id, newest first, and the id to continue
+    from (None on the last page). The one paginator: the API and the portal."""
+    queryset = queryset.order_by("-pk")
+    if after_id:
+        queryset = queryset.filter(pk__lt=after_id)
+    rows = list(queryset[: limit + 1])
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return rows, (rows[-1].pk if more and rows else None)
+
+
 def paginate(
     queryset: QuerySet, *, cursor: str | None, limit: int = DEFAULT_LIMIT
 ) -> dict:
     """{"items": up to limit rows, "next_cursor": str | None}, newest id first."""
-    queryset = queryset.order_by("-pk")
-    if cursor:
-        queryset = queryset.filter(pk__lt=cursor_decode(cursor))
-    rows = list(queryset[: limit + 1])
-    more = len(rows) > limit
-    rows = rows[:limit]
-    return {
-        "items": rows,
-        "next_cursor": cursor_encode(rows[-1].pk) if more and rows else None,
-    }
+    rows, last_id = keyset_page(
+        queryset, after_id=cursor_decode(cursor) if cursor else None, limit=limit
+    )
+    return {"items": rows, "next_cursor": cursor_encode(last_id) if last_id else None}

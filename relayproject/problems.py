@@ -155,3 +155,7 @@ class ApiProblem(Exception):
         self.status = status
         self.detail = detail
         self.errors = list(errors)
+
+
+# The error answers every operation documents, beside its own.
+COMMON_ERRORS = {401: Problem, 404: Problem, 422: Problem}
