@@ -2,7 +2,7 @@
 
 Gunicorn workers and dispatchers are separate processes, so nothing is kept
 in process memory: queue depth and oldest pending are queried, and counters
-are the sums of the shards every process writes (deliveries.counters).
+are the sums of the shards every process writes (deliveries.dispatch.counters).
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from prometheus_client.metrics_core import (
 )
 from prometheus_client.registry import Collector
 
-from deliveries import counters, selectors
+from deliveries import selectors
+from deliveries.dispatch import counters
 from relayproject.clock import utcnow
 
 DELIVERY_OUTCOMES = ("succeeded", "dead")

@@ -8,9 +8,9 @@ from datetime import datetime, timedelta
 from django.db.models import Prefetch, QuerySet
 
 from deliveries import signing
+from deliveries.dispatch.transport import USER_AGENT
 from deliveries.models import Attempt, Delivery, Event
 from deliveries.stats import QUANTILES, WINDOW, percentile_cont
-from deliveries.transport import USER_AGENT
 from endpoints.selectors import live_secrets
 from relayproject.pagination import keyset_page
 

@@ -11,14 +11,7 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from enum import StrEnum
 
-# Error kinds, stored on Attempt.error_kind; the transport sets them.
-TIMEOUT = "timeout"
-CONNECTION = "connection_error"
-DNS = "dns_error"
-TLS = "tls_error"
-DESTINATION_BLOCKED = "destination_blocked"
-LEASE_EXPIRED = "lease_expired"
-HTTP_STATUS = "http_status"
+from deliveries.dispatch.errors import DESTINATION_BLOCKED
 
 # Statuses in 4xx that mean "try later" rather than "this request is wrong".
 RETRYABLE_4XX = frozenset({408, 425, 429})

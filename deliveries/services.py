@@ -11,7 +11,7 @@ from datetime import datetime
 from django.db import connection, transaction
 from django.db.models import F
 
-from deliveries import counters
+from deliveries.dispatch import counters
 from deliveries.models import Delivery, Event
 from endpoints.models import Endpoint, Merchant
 from endpoints.selectors import endpoints_subscribed

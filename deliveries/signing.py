@@ -1,4 +1,4 @@
-"""Standard Webhooks signing: secrets, the signature header and the signed body.
+"""Standard Webhooks signing: the signature header and the signed body.
 
 Pure: no Django, no I/O. The body bytes returned by ``serialize_body`` are the
 exact bytes that must be both signed and sent (contract section 4).
@@ -12,16 +12,10 @@ import hmac
 import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from secrets import token_bytes
 
-SECRET_PREFIX = "whsec_"
-SECRET_BYTES = 32
+from endpoints.secrets import SECRET_PREFIX
+
 SIGNATURE_VERSION = "v1"
-
-
-def generate_secret() -> str:
-    """Return a new endpoint secret: ``whsec_`` + base64 of 32 random bytes."""
-    return SECRET_PREFIX + base64.b64encode(token_bytes(SECRET_BYTES)).decode("ascii")
 
 
 def _key(secret: str) -> bytes:

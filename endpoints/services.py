@@ -23,15 +23,10 @@ from endpoints.models import (
     EndpointSecret,
     Merchant,
 )
+from endpoints.secrets import generate_secret
 from relayproject.clock import utcnow
 
 _UNSET = object()
-
-
-def _new_secret() -> str:
-    from deliveries.signing import generate_secret  # deliveries points at us, not back
-
-    return generate_secret()
 
 
 def merchant_create(*, slug: str, name: str) -> Merchant:
@@ -116,7 +111,7 @@ def endpoint_create(
             rate_limit_per_second=rate_limit_per_second,
         )
         EndpointSecret.objects.create(
-            endpoint=endpoint, secret=_new_secret(), created_at=now
+            endpoint=endpoint, secret=generate_secret(), created_at=now
         )
         EndpointHealth.objects.create(
             endpoint=endpoint,
@@ -241,7 +236,7 @@ def endpoint_rotate_secret(
             old.expires_at = expires if index == 0 else min(old.expires_at or now, now)
             old.save(update_fields=["expires_at"])
         secret = EndpointSecret.objects.create(
-            endpoint=endpoint, secret=_new_secret(), created_at=now
+            endpoint=endpoint, secret=generate_secret(), created_at=now
         )
     return secret, expires
 

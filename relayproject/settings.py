@@ -90,14 +90,17 @@ def _database_from_url(url: str) -> dict:
     return db
 
 
-# Tests point at PostgreSQL with TEST_DATABASE_URL; TEST_DATABASE_NAME lets two
-# test runs share one server without sharing a database.
+# Tests point at PostgreSQL with TEST_DATABASE_URL. Each run gets a test
+# database of its own (TEST_DATABASE_NAME, else one named after the process),
+# so two runs on one server never collide.
 _db_url = os.environ.get("TEST_DATABASE_URL") or env(
     "DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}"
 )
 DATABASES = {"default": _database_from_url(_db_url)}
-if os.environ.get("TEST_DATABASE_NAME"):
-    DATABASES["default"]["TEST"] = {"NAME": os.environ["TEST_DATABASE_NAME"]}
+if os.environ.get("TEST_DATABASE_URL"):
+    DATABASES["default"]["TEST"] = {
+        "NAME": os.environ.get("TEST_DATABASE_NAME") or f"test_relay_{os.getpid()}"
+    }
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

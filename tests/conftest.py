@@ -40,3 +40,17 @@ def receiver():
 @pytest.fixture
 def on_postgres():
     assert connection.vendor == "postgresql"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _end_stray_sessions(django_db_setup, django_db_blocker):
+    """Each run has its own test database: end any session a live-server or
+    helper thread left open on it, so pytest-django can drop it at the end."""
+    yield
+    if not ON_POSTGRES:
+        return
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from deliveries.transport import OutgoingRequest, SendResult
+from deliveries.dispatch.transport import OutgoingRequest, SendResult
 
 
 class FakeClock:

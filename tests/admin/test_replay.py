@@ -9,7 +9,7 @@ from django.contrib.admin.models import LogEntry
 from django.contrib.messages import get_messages
 from django.urls import reverse
 
-from deliveries import counters
+from deliveries.dispatch import counters
 from deliveries.models import Delivery
 from endpoints.services import endpoint_disable
 from relayproject.clock import utcnow

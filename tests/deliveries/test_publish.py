@@ -8,9 +8,9 @@ import time
 import pytest
 from django.db import transaction
 
+from deliveries.dispatch.wakeup import PostgresWaker
 from deliveries.models import Delivery, Event
 from deliveries.services import event_publish
-from deliveries.wakeup import PostgresWaker
 from endpoints.matching import subscribes_to
 from endpoints.services import endpoint_update
 from tests import factories

@@ -8,12 +8,8 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-from deliveries.signing import (
-    generate_secret,
-    serialize_body,
-    sign,
-    signature_header,
-)
+from deliveries.signing import serialize_body, sign, signature_header
+from endpoints.secrets import generate_secret
 
 # Published Standard Webhooks / Svix test vector.
 VECTOR_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"

@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from deliveries import counters
+from deliveries.dispatch import counters
 from relayproject.clock import utcnow
 from tests import factories
 from tests.ops import seed

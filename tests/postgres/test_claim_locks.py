@@ -15,7 +15,7 @@ from datetime import timedelta
 import pytest
 from django.db import connection
 
-from deliveries import claiming
+from deliveries.dispatch import claiming
 from deliveries.models import Attempt, Delivery
 from deliveries.services import EventInput, events_publish
 from endpoints.models import EndpointHealth

@@ -8,10 +8,10 @@ import signal
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from deliveries.dispatcher import Dispatcher
-from deliveries.maintenance import StatsRefresher
-from deliveries.transport import Sender
-from deliveries.wakeup import make_waker
+from deliveries.dispatch.dispatcher import Dispatcher
+from deliveries.dispatch.maintenance import StatsRefresher
+from deliveries.dispatch.transport import Sender
+from deliveries.dispatch.wakeup import make_waker
 
 
 class Command(BaseCommand):

@@ -23,9 +23,10 @@ from datetime import datetime, timedelta
 
 from django.db import InterfaceError, OperationalError, connections
 
-from deliveries import claiming, counters, gate, outcomes, signing
-from deliveries.jobs import Job, jobs_load
-from deliveries.transport import OutgoingRequest, Sender, SendResult
+from deliveries import signing
+from deliveries.dispatch import claiming, counters, errors, gate, outcomes
+from deliveries.dispatch.jobs import Job, jobs_load
+from deliveries.dispatch.transport import OutgoingRequest, Sender, SendResult
 from endpoints.services import endpoint_rate_take
 from relayproject.clock import SystemClock
 
@@ -314,7 +315,9 @@ class Dispatcher:
             "X-Relay-Attempt": str(job.attempt_count + 1),
         }
         if not job.secrets:
-            no_secret = SendResult(None, 0.0, "no_signing_secret", "no live secret")
+            no_secret = SendResult(
+                None, 0.0, errors.NO_SIGNING_SECRET, "no live secret"
+            )
             return job, no_secret, started_at
         headers["webhook-signature"] = signing.signature_header(
             secrets=job.secrets, msg_id=job.event_id, timestamp=timestamp, body=job.body

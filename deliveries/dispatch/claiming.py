@@ -16,8 +16,8 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Q
 
+from deliveries.dispatch.errors import LEASE_EXPIRED
 from deliveries.models import Attempt, Delivery
-from deliveries.retry import LEASE_EXPIRED
 from endpoints.models import EndpointHealth
 
 logger = logging.getLogger(__name__)

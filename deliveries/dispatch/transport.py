@@ -1,6 +1,6 @@
 """One HTTP POST to a receiver -> SendResult. Writes nothing anywhere.
 
-Persisting what happened is deliveries.outcomes' job; keeping the two apart
+Persisting what happened is outcomes.py's job; keeping the two apart
 lets tests drive the dispatcher with a scripted sender and lets this module be
 tested against a real loopback server alone.
 """
@@ -16,7 +16,7 @@ import requests
 from urllib3.exceptions import ProtocolError, ReadTimeoutError
 from urllib3.util import Timeout
 
-from deliveries import retry
+from deliveries.dispatch import errors
 from endpoints import destinations
 
 VERSION = "1.0"
@@ -103,7 +103,7 @@ class Sender:
         except destinations.DestinationRefused as exc:
             # A name that does not resolve right now is a DNS error (retried);
             # anything else the policy refuses is permanent.
-            kind = retry.DNS if exc.code == retry.DNS else retry.DESTINATION_BLOCKED
+            kind = errors.DNS if exc.code == errors.DNS else errors.DESTINATION_BLOCKED
             return SendResult(None, elapsed(), kind, exc.reason)
         deadline = started + self.timeout
         try:
@@ -121,7 +121,7 @@ class Sender:
                     return SendResult(
                         None,
                         elapsed(),
-                        retry.TIMEOUT,
+                        errors.TIMEOUT,
                         f"status {response.status_code}, but the body did not "
                         f"arrive within {self.timeout:g} s",
                     )
@@ -132,28 +132,28 @@ class Sender:
                     retry_after=response.headers.get("Retry-After"),
                 )
         except (TimeoutError, ReadTimeoutError) as exc:
-            return SendResult(None, elapsed(), retry.TIMEOUT, _short(exc))
+            return SendResult(None, elapsed(), errors.TIMEOUT, _short(exc))
         except ProtocolError as exc:
-            return SendResult(None, elapsed(), retry.CONNECTION, _short(exc))
+            return SendResult(None, elapsed(), errors.CONNECTION, _short(exc))
         except requests.exceptions.Timeout as exc:
-            return SendResult(None, elapsed(), retry.TIMEOUT, _short(exc))
+            return SendResult(None, elapsed(), errors.TIMEOUT, _short(exc))
         except requests.exceptions.SSLError as exc:
-            return SendResult(None, elapsed(), retry.TLS, _short(exc))
+            return SendResult(None, elapsed(), errors.TLS, _short(exc))
         except requests.exceptions.ConnectionError as exc:
-            kind = retry.DNS if "resolve" in str(exc).lower() else retry.CONNECTION
+            kind = errors.DNS if "resolve" in str(exc).lower() else errors.CONNECTION
             if isinstance(exc.__cause__, destinations.DestinationRefused):
-                kind = retry.DESTINATION_BLOCKED
+                kind = errors.DESTINATION_BLOCKED
             return SendResult(None, elapsed(), kind, _short(exc))
         except requests.RequestException as exc:
             # requests-hardened refuses a pinned address it finds private.
             kind = (
-                retry.DESTINATION_BLOCKED
+                errors.DESTINATION_BLOCKED
                 if type(exc).__name__ == "InvalidIPAddress"
-                else retry.CONNECTION
+                else errors.CONNECTION
             )
             return SendResult(None, elapsed(), kind, _short(exc))
         except Exception as exc:  # a receiver must never crash a dispatcher  # noqa: BLE001
-            return SendResult(None, elapsed(), retry.CONNECTION, _short(exc))
+            return SendResult(None, elapsed(), errors.CONNECTION, _short(exc))
 
 
 def _body_budget(response: requests.Response, seconds: float) -> None:

@@ -8,10 +8,10 @@ import threading
 import pytest
 from django.db import connection
 
-from deliveries.dispatcher import Dispatcher
+from deliveries.dispatch.dispatcher import Dispatcher
+from deliveries.dispatch.transport import Sender
 from deliveries.models import Attempt, Delivery
 from deliveries.services import EventInput, events_publish
-from deliveries.transport import Sender
 from endpoints.models import EndpointHealth
 from endpoints.services import endpoint_breaker_open
 from tests import factories

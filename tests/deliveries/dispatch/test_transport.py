@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import socket
 
-from deliveries.transport import OutgoingRequest, Sender
+from deliveries.dispatch.transport import OutgoingRequest, Sender
 from tests.fakes import Receiver, Reply
 
 

@@ -16,9 +16,10 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import transaction
 
-from deliveries import counters, retry
+from deliveries import retry
+from deliveries.dispatch import counters, errors
+from deliveries.dispatch.transport import SendResult
 from deliveries.models import Attempt, Delivery
-from deliveries.transport import SendResult
 from endpoints import breaker
 from endpoints.models import Endpoint, EndpointHealth
 
@@ -267,7 +268,7 @@ def _attempt_row(item: Sent, verdict: retry.Verdict, *, worker_id: str) -> Attem
         response_ms=result.duration_ms,
         status_code=result.status_code,
         error_kind=result.error_kind
-        or (retry.HTTP_STATUS if verdict != retry.Verdict.SUCCEEDED else ""),
+        or (errors.HTTP_STATUS if verdict != retry.Verdict.SUCCEEDED else ""),
         error_message=result.error_message[:500],
         response_body=result.body_excerpt,
         worker_id=worker_id,

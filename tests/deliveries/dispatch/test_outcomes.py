@@ -7,10 +7,10 @@ from datetime import timedelta
 
 import pytest
 
-from deliveries.dispatcher import Dispatcher
+from deliveries.dispatch.dispatcher import Dispatcher
+from deliveries.dispatch.transport import Sender, SendResult
 from deliveries.models import Attempt, Delivery
 from deliveries.services import delivery_replay, event_publish
-from deliveries.transport import Sender, SendResult
 from endpoints.models import Endpoint, EndpointHealth
 from tests import factories
 from tests.fakes import FakeClock, Reply, ScriptedSender

@@ -6,11 +6,11 @@ import random
 
 import pytest
 
-from deliveries import claiming, outcomes
-from deliveries.dispatcher import Dispatcher
+from deliveries.dispatch import claiming, outcomes
+from deliveries.dispatch.dispatcher import Dispatcher
+from deliveries.dispatch.transport import Sender, SendResult
 from deliveries.models import Attempt, Delivery
 from deliveries.services import event_publish
-from deliveries.transport import Sender, SendResult
 from tests import factories
 from tests.fakes import FakeClock, ScriptedSender
 

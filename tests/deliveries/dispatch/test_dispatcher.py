@@ -7,10 +7,10 @@ import random
 import pytest
 from standardwebhooks.webhooks import Webhook
 
-from deliveries.dispatcher import Dispatcher
+from deliveries.dispatch.dispatcher import Dispatcher
+from deliveries.dispatch.transport import Sender
 from deliveries.models import Attempt, Delivery
 from deliveries.services import event_publish
-from deliveries.transport import Sender
 from endpoints.models import EndpointSecret
 from tests import factories
 from tests.fakes import Reply

@@ -1,0 +1,14 @@
+"""The error kinds an attempt can end with, stored on Attempt.error_kind.
+
+The transport's vocabulary: it sets every kind but LEASE_EXPIRED (claiming's)
+and HTTP_STATUS (a receiver answered with a status that is not 2xx).
+"""
+
+TIMEOUT = "timeout"
+CONNECTION = "connection_error"
+DNS = "dns_error"
+TLS = "tls_error"
+DESTINATION_BLOCKED = "destination_blocked"
+NO_SIGNING_SECRET = "no_signing_secret"
+LEASE_EXPIRED = "lease_expired"
+HTTP_STATUS = "http_status"
