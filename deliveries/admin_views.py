@@ -23,7 +23,7 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views import View
 
-from deliveries import charts, selectors
+from deliveries import charts, latency, selectors
 from deliveries.models import Delivery
 from deliveries.services import ReplayRefused, deliveries_recover, delivery_replay
 from endpoints.models import Endpoint
@@ -203,5 +203,6 @@ class PipelineView(AdminView):
                 summary.avg_latency_seconds_last_hour
             ),
             "chart": charts.minute_chart(selectors.minute_series(now=now)),
+            "latency_rows": latency.latency_rows(latency.publish_latency(now=now)),
         }
         return TemplateResponse(request, "admin/deliveries/pipeline.html", context)

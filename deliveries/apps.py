@@ -4,3 +4,10 @@ from django.apps import AppConfig
 class DeliveriesConfig(AppConfig):
     name = "deliveries"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # Web and dispatcher processes alike: tracing is on only when the
+        # OTEL_* environment asks for it (relayproject/tracing.py).
+        from relayproject.tracing import tracing_configure
+
+        tracing_configure()

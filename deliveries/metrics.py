@@ -96,17 +96,24 @@ class RelayCollector(Collector):
             value=age or 0.0,
         )
 
-        buckets = [
-            (str(bound), totals.get((counters.DURATION_BUCKET, str(bound)), 0.0))
-            for bound in counters.DURATION_BUCKETS
-        ]
-        buckets.append(("+Inf", totals.get((counters.DURATION_BUCKET, "+Inf"), 0.0)))
-        yield HistogramMetricFamily(
-            "relay_attempt_duration_seconds",
-            "Duration of HTTP attempts.",
-            buckets=buckets,
-            sum_value=totals.get((counters.DURATION_SUM, ""), 0.0),
-        )
+        for histogram in counters.HISTOGRAMS:
+            yield _histogram(totals, histogram)
+
+
+def _histogram(
+    totals: dict[tuple[str, str], float], histogram: counters.Histogram
+) -> HistogramMetricFamily:
+    buckets = [
+        (str(bound), totals.get((f"{histogram.name}_bucket", str(bound)), 0.0))
+        for bound in histogram.buckets
+    ]
+    buckets.append(("+Inf", totals.get((f"{histogram.name}_bucket", "+Inf"), 0.0)))
+    return HistogramMetricFamily(
+        f"relay_{histogram.name}",
+        histogram.help,
+        buckets=buckets,
+        sum_value=totals.get((f"{histogram.name}_sum", ""), 0.0),
+    )
 
 
 def metrics_text(*, now: datetime) -> bytes:

@@ -16,6 +16,9 @@ class Event(models.Model):
     type = models.CharField(max_length=255)
     data = models.JSONField()
     created_at = models.DateTimeField()
+    # W3C trace context of the relay.publish span ("" when not traced): the
+    # dispatcher's send spans link to it, however much later they run.
+    traceparent = models.CharField(max_length=64, blank=True, default="")
     # Idempotency: a key is unique within the API key's merchant scope
     # ("platform" or the merchant slug); the fingerprint tells a replay of the
     # same request from a different request that reuses the key.

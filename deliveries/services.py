@@ -16,6 +16,7 @@ from deliveries.models import Delivery, Event
 from endpoints.models import Endpoint, Merchant
 from endpoints.selectors import endpoints_subscribed
 from relayproject.clock import utcnow
+from relayproject.tracing import current_traceparent, tracer
 
 NOTIFY_CHANNEL = "relay_deliveries"
 
@@ -77,8 +78,37 @@ def events_publish(
     endpoint_ids: Sequence[str] | None = None,
     now: datetime | None = None,
 ) -> list[Event]:
-    """Publish several events of one merchant in one transaction."""
+    """Publish several events of one merchant in one transaction.
+
+    The relay.publish span's W3C context is stored on each event, so the
+    dispatcher's send spans can link back to the publishing trace.
+    """
+    with tracer.start_as_current_span("relay.publish") as span:
+        created = _events_write(
+            merchant=merchant, events=events, endpoint_ids=endpoint_ids, now=now
+        )
+        if span.is_recording():
+            span.set_attribute("relay.merchant_id", merchant.pk)
+            span.set_attribute("relay.event_count", len(created))
+            span.set_attribute(
+                "relay.delivery_count",
+                sum(len(event.created_deliveries) for event in created),
+            )
+            if len(created) == 1:
+                span.set_attribute("relay.event_id", created[0].pk)
+                span.set_attribute("relay.event_type", created[0].type)
+    return created
+
+
+def _events_write(
+    *,
+    merchant: Merchant,
+    events: Sequence[EventInput],
+    endpoint_ids: Sequence[str] | None,
+    now: datetime | None,
+) -> list[Event]:
     now = now or utcnow()
+    traceparent = current_traceparent()
     created: list[Event] = []
     deliveries: list[Delivery] = []
     endpoints_by_type: dict[str, list[Endpoint]] = {}
@@ -103,6 +133,7 @@ def events_publish(
                 type=item.type,
                 data=item.data,
                 created_at=now,
+                traceparent=traceparent,
                 idempotency_key=item.idempotency_key,
                 idempotency_scope=item.idempotency_scope
                 if item.idempotency_key
@@ -143,7 +174,12 @@ def delivery_replay(*, delivery_id: str, now: datetime | None = None) -> Deliver
     The event id (webhook-id) is unchanged, so receivers can deduplicate.
     """
     now = now or utcnow()
-    with transaction.atomic():
+    with (
+        tracer.start_as_current_span(
+            "relay.replay", attributes={"relay.delivery_id": delivery_id}
+        ),
+        transaction.atomic(),
+    ):
         delivery = Delivery.objects.select_for_update(of=("self",)).get(pk=delivery_id)
         if delivery.status not in (Delivery.Status.DEAD, Delivery.Status.SUCCEEDED):
             raise ReplayRefused(f"delivery {delivery.pk} is {delivery.status}")
@@ -185,7 +221,12 @@ def deliveries_recover(
         dead = dead.filter(created_at__lt=until)
     if dry_run:
         return dead.count()
-    with transaction.atomic():
+    with (
+        tracer.start_as_current_span(
+            "relay.recover", attributes={"relay.endpoint_id": endpoint.pk}
+        ) as span,
+        transaction.atomic(),
+    ):
         count = dead.update(
             status=Delivery.Status.PENDING,
             budget_start=F("attempt_count"),
@@ -195,4 +236,5 @@ def deliveries_recover(
         if count:
             counters.counters_add(shard="web", tally={(counters.REPLAYED, ""): count})
             notify_dispatchers()
+        span.set_attribute("relay.recovered", count)
     return count

@@ -14,6 +14,8 @@ from pathlib import Path
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
+from relayproject.logs import logging_config
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 DEV_SECRET_KEY = "dev-only-insecure-key-change-me"
 
@@ -133,26 +135,12 @@ if not DEBUG:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SESSION_COOKIE_SAMESITE = "Lax"
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {
-        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
-    },
-    "handlers": {
-        "console": {"class": "logging.StreamHandler", "formatter": "plain"},
-    },
-    "loggers": {
-        "deliveries": {
-            "handlers": ["console"],
-            "level": env("LOG_LEVEL", default="INFO"),
-        },
-        "endpoints": {
-            "handlers": ["console"],
-            "level": env("LOG_LEVEL", default="INFO"),
-        },
-    },
-}
+# LOG_FORMAT=json: one JSON object per line with the ids in play
+# (relayproject/logs.py); the default is one human-readable line.
+LOG_FORMAT = env.str("LOG_FORMAT", default="plain").strip().lower()
+if LOG_FORMAT not in ("plain", "json"):
+    raise ImproperlyConfigured(f"LOG_FORMAT must be plain or json, not {LOG_FORMAT!r}")
+LOGGING = logging_config(log_format=LOG_FORMAT, level=env("LOG_LEVEL", default="INFO"))
 
 # --- webhook-relay (CONTRACT.md section 2) ---------------------------------
 BATCH_SIZE = env.int("BATCH_SIZE", default=50)

@@ -38,6 +38,14 @@ def receiver():
 
 
 @pytest.fixture
+def spans():
+    """Spans finished during the test, from an in-memory OpenTelemetry SDK."""
+    from tests.spans import Spans, memory_exporter
+
+    return Spans(memory_exporter())
+
+
+@pytest.fixture
 def on_postgres():
     assert connection.vendor == "postgresql"
 

@@ -7,6 +7,7 @@ not be summed across hosts; rows sharded by process can.
 from __future__ import annotations
 
 from collections import Counter as Tally
+from dataclasses import dataclass
 
 from deliveries.models import Counter
 
@@ -14,20 +15,67 @@ DELIVERIES = "deliveries_total"  # label: outcome (succeeded, dead)
 ATTEMPTS = "attempts_total"  # label: result (succeeded, retry, dead, gone)
 RECLAIMED = "reclaimed_total"
 REPLAYED = "replayed_total"
-DURATION_SUM = "attempt_duration_seconds_sum"
-DURATION_COUNT = "attempt_duration_seconds_count"
-DURATION_BUCKET = "attempt_duration_seconds_bucket"  # label: le
-DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+
+@dataclass(frozen=True)
+class Histogram:
+    """A Prometheus histogram kept as counter series: _sum, _count, _bucket{le}."""
+
+    name: str
+    help: str
+    buckets: tuple[float, ...]
+
+    def observe(self, tally: Tally, seconds: float) -> None:
+        """Add one observation to a tally (cumulative buckets, as Prometheus has them)."""
+        tally[(f"{self.name}_sum", "")] += seconds
+        tally[(f"{self.name}_count", "")] += 1
+        for bound in self.buckets:
+            if seconds <= bound:
+                tally[(f"{self.name}_bucket", str(bound))] += 1
+        tally[(f"{self.name}_bucket", "+Inf")] += 1
+
+
+ATTEMPT_DURATION = Histogram(
+    "attempt_duration_seconds",
+    "Duration of HTTP attempts.",
+    (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
+)
+# From publish (the event's created_at) to a delivery's first attempt and to
+# its success: what the merchant feels, queueing and retries included.
+_WAIT_BUCKETS = (
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+    300.0,
+    900.0,
+    3600.0,
+    21600.0,
+    86400.0,
+)
+PUBLISH_TO_FIRST_ATTEMPT = Histogram(
+    "publish_to_first_attempt_seconds",
+    "Seconds from publish to a delivery's first attempt.",
+    _WAIT_BUCKETS,
+)
+PUBLISH_TO_SUCCESS = Histogram(
+    "publish_to_success_seconds",
+    "Seconds from publish to a delivery's success, retries included.",
+    _WAIT_BUCKETS,
+)
+HISTOGRAMS = (ATTEMPT_DURATION, PUBLISH_TO_FIRST_ATTEMPT, PUBLISH_TO_SUCCESS)
 
 
 def observe_duration(tally: Tally, seconds: float) -> None:
-    """Add one attempt duration to a tally, Prometheus-style (cumulative buckets)."""
-    tally[(DURATION_SUM, "")] += seconds
-    tally[(DURATION_COUNT, "")] += 1
-    for bound in DURATION_BUCKETS:
-        if seconds <= bound:
-            tally[(DURATION_BUCKET, str(bound))] += 1
-    tally[(DURATION_BUCKET, "+Inf")] += 1
+    ATTEMPT_DURATION.observe(tally, seconds)
 
 
 def counters_add(*, shard: str, tally: Tally) -> None:

@@ -8,7 +8,7 @@ from datetime import datetime
 
 from django.core.management.base import BaseCommand
 
-from deliveries import selectors
+from deliveries import latency, selectors
 from relayproject.clock import utcnow
 
 
@@ -35,6 +35,43 @@ def _time(value: datetime) -> str:
     return value.strftime("%Y-%m-%d %H:%M:%S")
 
 
+def _latency_document(waits: latency.PublishLatency) -> dict:
+    """Seconds, keyed "pipeline" and by endpoint id."""
+
+    def of(table: dict[str, latency.Percentiles]) -> dict:
+        return {(key or "pipeline"): asdict(value) for key, value in table.items()}
+
+    return {
+        "publish_to_first_attempt_seconds": of(waits.first_attempt),
+        "publish_to_success_seconds": of(waits.success),
+    }
+
+
+def _latency_lines(waits: latency.PublishLatency) -> list[str]:
+    rows = latency.latency_rows(waits, limit=10)
+    if not rows:
+        return ["Latency from publish, last 24 h: no delivery published"]
+    return [
+        "Latency from publish, last 24 h (slowest endpoints to success first)",
+        *_table(
+            [
+                "endpoint",
+                "first p50",
+                "first p95",
+                "first p99",
+                "success p50",
+                "success p95",
+                "success p99",
+                "delivered",
+            ],
+            [
+                [row.endpoint_id or "whole pipeline", *row.cells, row.delivered]
+                for row in rows
+            ],
+        ),
+    ]
+
+
 class Command(BaseCommand):
     help = "Pipeline health summary, dead-letter analysis and slow endpoints."
 
@@ -53,9 +90,11 @@ class Command(BaseCommand):
         analysis = selectors.dead_letter_analysis(
             since=now - selectors.WINDOWS[options["window"]], until=now
         )
+        waits = latency.publish_latency(now=now)
         if options["json"]:
             document = {
                 "summary": asdict(summary),
+                "latency_24h": _latency_document(waits),
                 "dead_letters": {
                     "window": options["window"],
                     "endpoints": [asdict(g) for g in analysis],
@@ -87,6 +126,8 @@ class Command(BaseCommand):
             ),
             "average delivery latency, last hour: "
             + selectors.human_seconds(s.avg_latency_seconds_last_hour),
+            "",
+            *_latency_lines(waits),
             "",
         ]
         lines += [f"WARNING: {alert}" for alert in s.alerts] or ["no alerts"]

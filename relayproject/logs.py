@@ -1,0 +1,125 @@
+"""Log lines: human-readable by default, one JSON object per line with LOG_FORMAT=json.
+
+Every line carries the ids in play, from two places: `extra={...}` on the call
+(delivery_id, endpoint_id, event_id, merchant_id) and ids bound for a stretch
+of work with `log_context` (the dispatcher binds its worker id for its whole
+run). The current span's trace and span ids are added, so a log line finds
+its trace. Callers pass ids only: never payloads, secrets, custom header
+values or receiver bodies (tests/ops/test_logs.py greps a run for them).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import logging
+from collections.abc import Iterator
+
+from opentelemetry import trace
+from pythonjsonlogger.json import JsonFormatter as _LibraryJsonFormatter
+
+ID_FIELDS = (
+    "event_id",
+    "delivery_id",
+    "endpoint_id",
+    "merchant_id",
+    "worker",
+    "request_id",
+)
+
+_bound: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar(
+    "relay_log_context", default=None
+)
+
+
+@contextlib.contextmanager
+def log_context(**ids: object) -> Iterator[None]:
+    """Bind ids to every log line written inside the block (this thread/task)."""
+    token = _bound.set({**(_bound.get() or {}), **{k: str(v) for k, v in ids.items()}})
+    try:
+        yield
+    finally:
+        _bound.reset(token)
+
+
+def log_context_bind(**ids: object) -> None:
+    """Bind ids for the rest of this thread's life (a dispatcher's worker id)."""
+    _bound.set({**(_bound.get() or {}), **{k: str(v) for k, v in ids.items()}})
+
+
+class IdsFilter(logging.Filter):
+    """Puts the bound ids and the current trace/span ids on each record."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        for key, value in (_bound.get() or {}).items():
+            if not hasattr(record, key):
+                setattr(record, key, value)
+        span_context = trace.get_current_span().get_span_context()
+        if span_context.is_valid:
+            record.trace_id = format(span_context.trace_id, "032x")
+            record.span_id = format(span_context.span_id, "016x")
+        return True
+
+
+class JsonFormatter(_LibraryJsonFormatter):
+    """python-json-logger, with the field names our log pipeline expects."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("fmt", "%(asctime)s %(levelname)s %(name)s %(message)s")
+        kwargs.setdefault(
+            "rename_fields",
+            {"asctime": "timestamp", "levelname": "level", "name": "logger"},
+        )
+        kwargs.setdefault("timestamp", False)
+        super().__init__(*args, **kwargs)
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:  # noqa: N802
+        import datetime
+
+        moment = datetime.datetime.fromtimestamp(record.created, tz=datetime.UTC)
+        return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class PlainFormatter(logging.Formatter):
+    """The human-readable line, with any ids in play appended as key=value."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        ids = [
+            f"{key}={getattr(record, key)}"
+            for key in (*ID_FIELDS, "trace_id")
+            if getattr(record, key, None) and f"{key.removesuffix('_id')}=" not in line
+        ]
+        return f"{line} [{' '.join(ids)}]" if ids else line
+
+
+def logging_config(*, log_format: str, level: str) -> dict:
+    """The LOGGING dict for settings: one console handler on the root logger."""
+    formatter = "json" if log_format == "json" else "plain"
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "filters": {"ids": {"()": "relayproject.logs.IdsFilter"}},
+        "formatters": {
+            "plain": {"()": "relayproject.logs.PlainFormatter"},
+            "json": {"()": "relayproject.logs.JsonFormatter"},
+        },
+        "handlers": {
+            "console": {
+                "class": "logging.StreamHandler",
+                "formatter": formatter,
+                "filters": ["ids"],
+            },
+        },
+        # The root logger, so Django's own (django.request 500s) and library
+        # lines come out in the same format as ours.
+        "root": {"handlers": ["console"], "level": "WARNING"},
+        "loggers": {
+            "deliveries": {"level": level},
+            "endpoints": {"level": level},
+            "relayproject": {"level": level},
+        },
+    }
