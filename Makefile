@@ -17,11 +17,20 @@ $(STAMP): requirements.txt
 	rm -f $(VENV)/.installed-*
 	touch $@
 
+# Development only: DEBUG, the demo receiver, loopback endpoints, and an
+# encryption key for signing secrets made once and kept in DEV_KEY_FILE.
+DEV_KEY_FILE := .dev-encryption-key
+RUN_ENV = DEBUG=true RELAY_DEMO=true RELAY_ALLOW_PRIVATE_DESTINATIONS=true \
+	RELAY_ENCRYPTION_KEYS=$$(cat $(DEV_KEY_FILE))
+
+$(DEV_KEY_FILE): | install
+	$(BIN)/python -c "from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())" > $@
+
 # Web and one dispatcher together on SQLite; Ctrl-C stops both.
-run: install
-	RELAY_ALLOW_PRIVATE_DESTINATIONS=true $(BIN)/python manage.py migrate --noinput
-	RELAY_ALLOW_PRIVATE_DESTINATIONS=true $(BIN)/python manage.py seed_demo --base-url http://$(HOST):$(PORT)
-	$(BIN)/python -m relayproject.devrun $(HOST) $(PORT)
+run: install $(DEV_KEY_FILE)
+	$(RUN_ENV) $(BIN)/python manage.py migrate --noinput
+	$(RUN_ENV) $(BIN)/python manage.py seed_demo --base-url http://$(HOST):$(PORT)
+	$(RUN_ENV) $(BIN)/python -m relayproject.devrun $(HOST) $(PORT)
 
 # The whole suite. With TEST_DATABASE_URL (as .ci/run sets) it runs on
 # PostgreSQL, then the tests marked both_backends run again on SQLite.

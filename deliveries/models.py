@@ -19,8 +19,8 @@ class Event(models.Model):
     # W3C trace context of the relay.publish span ("" when not traced): the
     # dispatcher's send spans link to it, however much later they run.
     traceparent = models.CharField(max_length=64, blank=True, default="")
-    # Idempotency: a key is unique within the API key's merchant scope
-    # ("platform" or the merchant slug); the fingerprint tells a replay of the
+    # Idempotency: a key is unique within the API key's scope ("platform" or
+    # "merchant:<pk>", see relayproject.apiauth); the fingerprint tells a replay of the
     # same request from a different request that reuses the key.
     idempotency_scope = models.CharField(max_length=80, blank=True, default="")
     idempotency_key = models.CharField(max_length=255, null=True, blank=True)

@@ -9,7 +9,9 @@ from __future__ import annotations
 from django import forms
 from django.contrib import admin, messages
 from django.db.models import F
+from django.template.response import TemplateResponse
 from django.urls import reverse
+from django.utils.cache import add_never_cache_headers
 from django.utils.html import format_html
 from django.utils.http import urlencode
 
@@ -301,12 +303,26 @@ class ApiKeyAdmin(admin.ModelAdmin):
         key, full_key = apikey_create(
             name=form.cleaned_data["name"], merchant=form.cleaned_data["merchant"]
         )
-        # The admin logs and redirects with obj: make it the row just saved.
+        # The admin logs and answers with obj: make it the row just saved.
         obj.pk, obj.prefix, obj.created_at = key.pk, key.prefix, key.created_at
-        messages.warning(
+        obj.full_key = full_key  # read once by response_add, never stored
+
+    def response_add(self, request, obj, post_url_continue=None):
+        """The full key, in this response's body only: never a message (messages
+        live in a signed but readable cookie) nor a redirect that could be replayed."""
+        response = TemplateResponse(
             request,
-            f"Copy the new key now; it is not shown again: {full_key}",
+            "admin/endpoints/apikey/created.html",
+            {
+                **self.admin_site.each_context(request),
+                "title": "API key created",
+                "key": obj,
+                "full_key": obj.full_key,
+                "opts": self.opts,
+            },
         )
+        add_never_cache_headers(response)
+        return response
 
     @admin.action(description="Revoke selected keys", permissions=["change"])
     def revoke_selected(self, request, queryset) -> None:

@@ -82,11 +82,13 @@ def check_url(
         raise DestinationRefused(f"could not resolve host {host!r}", code=DNS_ERROR)
     if not allow_private:
         # Any one bad address is enough: a client may try them all in turn.
-        for address in addresses:
-            if not is_public_address(address):
-                raise DestinationRefused(
-                    f"host {host!r} resolves to {address}, which is not a public address"
-                )
+        # The address itself is never named: the reason reaches merchants, and
+        # naming it would let them map internal DNS names.
+        if not all(is_public_address(address) for address in addresses):
+            raise DestinationRefused(
+                f"host {host!r} resolves to a private or loopback address; "
+                "only public addresses may be called"
+            )
     return addresses
 
 

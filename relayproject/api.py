@@ -11,6 +11,7 @@ import logging
 import math
 from datetime import datetime
 
+from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import IntegrityError
 from django.http import Http404, HttpRequest, HttpResponse
@@ -24,6 +25,7 @@ from deliveries.api import router as deliveries_router
 from deliveries.signing import format_timestamp
 from endpoints.api import router as endpoints_router
 from relayproject.apiauth import ApiKeyAuth
+from relayproject.jsonlimits import json_depth
 from relayproject.problems import (
     PROBLEM_CONTENT_TYPE,
     ApiProblem,
@@ -56,6 +58,10 @@ def _finite(text: str) -> float:
     return value
 
 
+# An event's data sits at most this deep in a body: {"events": [{"data": ...}]}.
+EVENT_DATA_OFFSET = 3
+
+
 class ObjectParser(Parser):
     def parse_body(self, request: HttpRequest) -> dict:
         try:
@@ -64,6 +70,14 @@ class ObjectParser(Parser):
             )
         except _NotJson as exc:
             raise ApiProblem(400, str(exc)) from None
+        except RecursionError:
+            raise _too_deep() from None
+        # Before anything below recurses into it. EventIn refuses data past
+        # MAX_EVENT_DEPTH naming the field; this only stops bodies far deeper
+        # than any schema accepts, with room left for EventIn to name it.
+        limit = 2 * settings.MAX_EVENT_DEPTH + EVENT_DATA_OFFSET
+        if json_depth(data, stop_above=limit) > limit:
+            raise _too_deep()
         if not isinstance(data, dict):
             # Well-formed JSON of the wrong shape is a 422, not a parse error.
             raise ApiProblem(
@@ -81,6 +95,14 @@ class ObjectParser(Parser):
                 [{"loc": nul_at, "msg": "Contains U+0000."}],
             )
         return data
+
+
+def _too_deep() -> ApiProblem:
+    return ApiProblem(
+        422,
+        f"The body nests deeper than MAX_EVENT_DEPTH ({settings.MAX_EVENT_DEPTH}).",
+        [{"loc": ["body"], "msg": "Nested too deeply."}],
+    )
 
 
 def _nul_location(value, loc: list) -> list | None:

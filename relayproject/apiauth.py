@@ -27,8 +27,14 @@ def api_key(request: HttpRequest) -> ApiKey:
 
 
 def idempotency_scope(request: HttpRequest) -> str:
+    """The scope: "platform", or "merchant:<pk>"; never a slug, which a merchant
+    may choose (slug "platform" would share the platform's keys) or rename."""
     key = api_key(request)
-    return PLATFORM_SCOPE if key.is_platform else key.merchant.slug
+    return PLATFORM_SCOPE if key.is_platform else merchant_scope(key.merchant_id)
+
+
+def merchant_scope(merchant_id: int) -> str:
+    return f"merchant:{merchant_id}"
 
 
 def scoped(request: HttpRequest, queryset: QuerySet, merchant_field: str) -> QuerySet:

@@ -1,7 +1,10 @@
 """A built-in demo receiver for `make run`: it verifies signatures and shows what it got.
 
 It is what a merchant's endpoint would do, so the demo needs nothing else
-running. It keeps the last requests in this process's memory only.
+running. It answers only when DEBUG or RELAY_DEMO is on (404 otherwise: it is
+unauthenticated and CSRF-exempt), only for endpoints that exist, and keeps a
+bounded amount in this process's memory: the last KEEP requests, each cut to
+PAYLOAD_CHARS characters, bodies over PARSE_LIMIT_BYTES never parsed.
 """
 
 from __future__ import annotations
@@ -10,7 +13,8 @@ import collections
 import json
 import threading
 
-from django.http import HttpRequest, HttpResponse
+from django.conf import settings
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.csrf import csrf_exempt
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
@@ -19,12 +23,22 @@ from endpoints.models import Endpoint
 from endpoints.selectors import live_secrets
 from relayproject.clock import utcnow
 
-_received: collections.deque = collections.deque(maxlen=50)
+KEEP = 20
+PAYLOAD_CHARS = 4096
+PARSE_LIMIT_BYTES = 64 * 1024
+
+_received: collections.deque = collections.deque(maxlen=KEEP)
 _lock = threading.Lock()
+
+
+def demo_enabled() -> bool:
+    return bool(settings.DEBUG or settings.RELAY_DEMO)
 
 
 @csrf_exempt
 def receiver(request: HttpRequest, endpoint_id: str) -> HttpResponse:
+    if not demo_enabled() or not Endpoint.objects.filter(pk=endpoint_id).exists():
+        raise Http404("No demo receiver here.")
     if request.method != "POST":
         with _lock:
             items = [r for r in _received if r["endpoint_id"] == endpoint_id]
@@ -34,21 +48,7 @@ def receiver(request: HttpRequest, endpoint_id: str) -> HttpResponse:
             {"items": items[::-1], "endpoint_id": endpoint_id},
         )
     headers = {k.lower(): v for k, v in request.headers.items()}
-    secrets = live_secrets(endpoint_ids=[endpoint_id], now=utcnow()).get(
-        endpoint_id, []
-    )
-    verified_with = None
-    for index, secret in enumerate(secrets):
-        try:
-            Webhook(secret).verify(request.body, headers)
-            verified_with = "current secret" if index == 0 else "previous secret"
-            break
-        except WebhookVerificationError:
-            continue
-    try:
-        payload = json.loads(request.body)
-    except ValueError:
-        payload = None
+    verified_with = _verify(endpoint_id, request.body, headers)
     with _lock:
         _received.append(
             {
@@ -56,18 +56,40 @@ def receiver(request: HttpRequest, endpoint_id: str) -> HttpResponse:
                 "at": utcnow(),
                 "verified": verified_with,
                 "headers": {
-                    k: v
+                    k: v[:200]
                     for k, v in headers.items()
                     if k.startswith(("webhook-", "x-relay-"))
                 },
-                "payload": json.dumps(payload, indent=2)
-                if payload is not None
-                else request.body[:500],
+                "payload": _excerpt(request.body),
             }
         )
     if verified_with is None:
         return HttpResponse("signature did not verify", status=400)
     return HttpResponse("ok")
+
+
+def _verify(endpoint_id: str, body: bytes, headers: dict[str, str]) -> str | None:
+    secrets = live_secrets(endpoint_ids=[endpoint_id], now=utcnow()).get(
+        endpoint_id, []
+    )
+    for index, secret in enumerate(secrets):
+        try:
+            Webhook(secret).verify(body, headers)
+        except WebhookVerificationError:
+            continue
+        return "current secret" if index == 0 else "previous secret"
+    return None
+
+
+def _excerpt(body: bytes) -> str:
+    """The body pretty-printed when small and sane JSON, else as text; always cut."""
+    text = body[: PAYLOAD_CHARS * 4].decode("utf-8", errors="replace")
+    if len(body) <= PARSE_LIMIT_BYTES:
+        try:
+            text = json.dumps(json.loads(body), indent=2)
+        except (ValueError, RecursionError):
+            pass
+    return text[:PAYLOAD_CHARS]
 
 
 def demo_endpoint_url(base_url: str, endpoint: Endpoint) -> str:

@@ -21,7 +21,8 @@ DEV_SECRET_KEY = "dev-only-insecure-key-change-me"
 
 env = environ.Env()
 
-DEBUG = env.bool("DEBUG", default=True)
+# Safe by default: `make run` and the tests turn DEBUG on where they need it.
+DEBUG = env.bool("DEBUG", default=False)
 SECRET_KEY = env("SECRET_KEY", default=DEV_SECRET_KEY)
 if not DEBUG and SECRET_KEY == DEV_SECRET_KEY:
     raise ImproperlyConfigured(
@@ -163,12 +164,17 @@ BREAKER_COOLDOWN_SECONDS = env.float("BREAKER_COOLDOWN_SECONDS", default=300)
 BREAKER_MAX_COOLDOWN_SECONDS = env.float("BREAKER_MAX_COOLDOWN_SECONDS", default=3600)
 RESPONSE_BODY_LIMIT_BYTES = env.int("RESPONSE_BODY_LIMIT_BYTES", default=4096)
 MAX_EVENT_BYTES = env.int("MAX_EVENT_BYTES", default=262144)
+# Deepest event data accepted ({} is depth 1): every page that shows an event
+# must render the deepest one (relayproject/jsonlimits.py says why).
+MAX_EVENT_DEPTH = env.int("MAX_EVENT_DEPTH", default=32)
 SECRET_ROTATION_OVERLAP_SECONDS = env.int(
     "SECRET_ROTATION_OVERLAP_SECONDS", default=86400
 )
 RELAY_ALLOW_PRIVATE_DESTINATIONS = env.bool(
     "RELAY_ALLOW_PRIVATE_DESTINATIONS", default=False
 )
+# The demo receiver (relayproject/demo.py) answers only with DEBUG or this.
+RELAY_DEMO = env.bool("RELAY_DEMO", default=False)
 # Django refuses bodies above this before a view runs; the API has its own
 # Content-Length check for events, this only keeps other forms small.
 DATA_UPLOAD_MAX_MEMORY_SIZE = max(MAX_EVENT_BYTES * 4, 2_621_440)

@@ -287,5 +287,5 @@ def test_one_422_names_every_bad_field_including_a_refused_url(world):
         ("body", "event_types"),
         ("body", "max_attempts"),
     }
-    assert "not a public address" in errors[("body", "url")]
+    assert "private or loopback address" in errors[("body", "url")]
     assert row_counts() == before

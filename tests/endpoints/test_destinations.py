@@ -106,13 +106,23 @@ def test_non_public_destination_is_refused_with_the_real_resolver(url: str) -> N
         check_url(url, allow_private=False)
     # Refused for where it points, not because resolution failed.
     assert refused.value.code == "destination_blocked"
-    assert "not a public address" in refused.value.reason
+    assert "private or loopback address" in refused.value.reason
 
 
 def test_host_with_one_private_address_among_several_is_refused() -> None:
     resolve = resolver({"example.com": [PUBLIC_IP, "10.0.0.5"]})
-    with pytest.raises(DestinationRefused, match="10.0.0.5"):
+    with pytest.raises(DestinationRefused, match="private or loopback"):
         check_url("https://example.com/", allow_private=False, resolve=resolve)
+
+
+def test_a_refusal_names_the_kind_of_address_never_the_address() -> None:
+    # A merchant reads this reason: naming the address would map internal DNS.
+    resolve = resolver({"db.internal": ["10.20.30.40", "fd00::7"]})
+    with pytest.raises(DestinationRefused) as refused:
+        check_url("https://db.internal/", allow_private=False, resolve=resolve)
+    assert "10.20.30.40" not in refused.value.reason
+    assert "fd00" not in refused.value.reason
+    assert "private or loopback address" in refused.value.reason
 
 
 def test_host_that_does_not_resolve_is_refused_as_a_dns_error() -> None:
@@ -179,7 +189,7 @@ def test_public_at_save_time_private_at_send_time_is_refused_at_send_time() -> N
 
     url = "https://rebind.example/hook"
     assert check_url(url, allow_private=False, resolve=rebinding) == [PUBLIC_IP]
-    with pytest.raises(DestinationRefused, match="127.0.0.1"):
+    with pytest.raises(DestinationRefused, match="private or loopback"):
         check_url(url, allow_private=False, resolve=rebinding)
 
 
