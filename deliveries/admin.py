@@ -13,7 +13,9 @@ from django.utils.html import format_html
 from django.utils.http import urlencode
 
 from deliveries import admin_views
+from deliveries.held import delivery_held
 from deliveries.models import Attempt, DeadLetter, Delivery, Event
+from relayproject.clock import utcnow
 
 RESPONSE_EXCERPT_CHARS = 200
 
@@ -105,7 +107,8 @@ class EventAdmin(admin.ModelAdmin):
 class ReplayableAdmin(admin.ModelAdmin):
     """What the delivery list and the dead-letter list share: columns, search, replay."""
 
-    list_select_related = ("event", "endpoint__merchant")
+    # endpoint__health: the held reason reads it, without a query per row.
+    list_select_related = ("event", "endpoint__merchant", "endpoint__health")
     search_help_text = "A delivery id (dlv_…), event id (evt_…), endpoint id (ep_…) or part of an endpoint URL."
     show_full_result_count = False
     list_per_page = 50
@@ -118,6 +121,7 @@ class ReplayableAdmin(admin.ModelAdmin):
         "event_type",
         "endpoint_link",
         "status",
+        "held",
         "attempt_count",
         "budget_start",
         "next_attempt_at",
@@ -179,6 +183,23 @@ class ReplayableAdmin(admin.ModelAdmin):
             ),
             *super().get_urls(),
         ]
+
+    @admin.display(description="state", ordering="status")
+    def state(self, delivery: Delivery) -> str:
+        held = delivery_held(delivery=delivery, now=utcnow())
+        if held is None:
+            return delivery.get_status_display()
+        return format_html(
+            '{}<br><span class="held{}">{}</span>',
+            delivery.get_status_display(),
+            " hold" if held.is_hold else "",
+            held.text,
+        )
+
+    @admin.display(description="why not moving")
+    def held(self, delivery: Delivery) -> str:
+        held = delivery_held(delivery=delivery, now=utcnow())
+        return "- (finished)" if held is None else held.text
 
     @admin.display(description="event type", ordering="event__type")
     def event_type(self, delivery: Delivery) -> str:
@@ -245,7 +266,7 @@ class ReplayableAdmin(admin.ModelAdmin):
 class DeliveryAdmin(ReplayableAdmin):
     list_display = (
         "id",
-        "status",
+        "state",
         "event_type",
         "endpoint_url",
         "merchant",

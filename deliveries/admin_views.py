@@ -23,7 +23,8 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views import View
 
-from deliveries import charts, latency, selectors
+from deliveries import alerts, charts, latency, selectors
+from deliveries.held import human_seconds
 from deliveries.models import Delivery
 from deliveries.services import ReplayRefused, deliveries_recover, delivery_replay
 from endpoints.models import Endpoint
@@ -193,16 +194,17 @@ class PipelineView(AdminView):
         self.require(request, "view")
         now = utcnow()
         summary = selectors.pipeline_summary(now=now)
+        alive, stale = alerts.dispatchers(now=now)
         context = {
             **self.admin.admin_site.each_context(request),
             "opts": self.admin.opts,
             "title": "Pipeline health",
             "summary": summary,
-            "oldest_age": selectors.human_seconds(summary.oldest_pending_age_seconds),
-            "avg_latency": selectors.human_seconds(
-                summary.avg_latency_seconds_last_hour
-            ),
+            "oldest_age": human_seconds(summary.oldest_pending_age_seconds),
+            "avg_latency": human_seconds(summary.avg_latency_seconds_last_hour),
             "chart": charts.minute_chart(selectors.minute_series(now=now)),
             "latency_rows": latency.latency_rows(latency.publish_latency(now=now)),
+            "alive": alive,
+            "stale": stale,
         }
         return TemplateResponse(request, "admin/deliveries/pipeline.html", context)

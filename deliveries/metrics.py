@@ -21,7 +21,7 @@ from prometheus_client.metrics_core import (
 )
 from prometheus_client.registry import Collector
 
-from deliveries import selectors
+from deliveries import alerts, selectors
 from deliveries.dispatch import counters
 from relayproject.clock import utcnow
 
@@ -94,6 +94,23 @@ class RelayCollector(Collector):
             "relay_oldest_pending_seconds",
             "How long the longest-waiting due delivery has waited (0 when none).",
             value=age or 0.0,
+        )
+
+        yield GaugeMetricFamily(
+            "relay_breakers_open",
+            "Endpoints whose breaker is open or half-open (their rows are held).",
+            value=alerts.breakers_open_count(),
+        )
+        yield GaugeMetricFamily(
+            "relay_endpoints_disabled",
+            "Endpoints that are disabled (their rows are held).",
+            value=alerts.endpoints_disabled_count(),
+        )
+        alive, _ = alerts.dispatchers(now=self.now)
+        yield GaugeMetricFamily(
+            "relay_dispatchers_alive",
+            "Dispatchers whose heartbeat is recent.",
+            value=len(alive),
         )
 
         for histogram in counters.HISTOGRAMS:

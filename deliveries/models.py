@@ -184,3 +184,23 @@ class DeadLetter(Delivery):
         proxy = True
         verbose_name = "dead letter"
         ordering = ["-dead_at"]
+
+
+class DispatcherHeartbeat(models.Model):
+    """One row per running dispatcher, touched by its maintenance step.
+
+    A row whose last_seen_at is old belongs to a dispatcher that died or
+    hangs: pipeline health lists it. A clean stop deletes the row.
+    """
+
+    worker_id = models.CharField(max_length=200, unique=True)
+    hostname = models.CharField(max_length=255, blank=True, default="")
+    pid = models.PositiveIntegerField(null=True, blank=True)
+    started_at = models.DateTimeField()
+    last_seen_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["worker_id"]
+
+    def __str__(self) -> str:
+        return f"{self.worker_id} (last seen {self.last_seen_at:%Y-%m-%d %H:%M:%S})"

@@ -9,8 +9,10 @@ from django.conf import settings
 from ninja import Field, Schema
 from pydantic import field_validator
 
+from deliveries.held import delivery_held
 from deliveries.models import Delivery
 from endpoints.matching import EVENT_TYPE_RE, MAX_EVENT_TYPE_LENGTH
+from relayproject.clock import utcnow
 from relayproject.jsonlimits import json_depth
 
 MAX_BATCH = 500
@@ -64,6 +66,14 @@ class EventBatchOut(Schema):
     items: list[EventOut]
 
 
+class HeldOut(Schema):
+    """Why an unfinished delivery is not moving (see deliveries.held)."""
+
+    reason: str
+    text: str
+    until: datetime | None
+
+
 class DeliveryOut(Schema):
     id: str
     event_id: str
@@ -79,6 +89,17 @@ class DeliveryOut(Schema):
     created_at: datetime
     succeeded_at: datetime | None
     dead_at: datetime | None
+    held: HeldOut | None = Field(
+        None,
+        description="Why a pending or delivering row is not moving; null once finished.",
+    )
+
+    @staticmethod
+    def resolve_held(obj) -> HeldOut | None:
+        held = delivery_held(delivery=obj, now=utcnow())
+        if held is None:
+            return None
+        return HeldOut(reason=held.reason.value, text=held.text, until=held.until)
 
 
 class AttemptOut(Schema):

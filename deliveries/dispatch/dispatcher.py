@@ -34,6 +34,7 @@ logger = logging.getLogger(__name__)
 
 POLL_INTERVAL_SECONDS = 0.5
 RECORD_EVERY_SECONDS = 0.02  # outcomes finishing within this share one transaction
+MAINTAIN_EVERY_SECONDS = 1.0  # longest wait on sends before maintenance runs again
 DB_BACKOFF_SECONDS = (0.5, 1, 2, 5)  # then 5 s between tries while the database is away
 DB_ERRORS = (OperationalError, InterfaceError)
 
@@ -133,10 +134,12 @@ class Dispatcher:
                             continue
                         # Fall through: send and record what we hold, then retry.
                 self._submit_ready()
+                # Busy or idle, maintenance runs (each step keeps its own
+                # schedule): the heartbeat must not stop under load.
+                self._maintain()
                 if self._inflight:
                     self._settle_some()
                     continue
-                self._maintain()
                 if dry:
                     if drain:
                         break
@@ -335,7 +338,11 @@ class Dispatcher:
 
     def _settle_some(self) -> None:
         """Wait for a send; refill the pool; record all that finish meanwhile."""
-        done, _ = wait(self._inflight, return_when=FIRST_COMPLETED)
+        # Bounded, so the maintenance step (the heartbeat) still runs while
+        # every send is waiting on a slow receiver.
+        done, _ = wait(
+            self._inflight, timeout=MAINTAIN_EVERY_SECONDS, return_when=FIRST_COMPLETED
+        )
         finished = self._collect(done)
         self._submit_ready()  # healthy endpoints need not wait for the record
         more, _ = wait(set(self._inflight), timeout=RECORD_EVERY_SECONDS)

@@ -1,9 +1,10 @@
-"""Periodic work a dispatcher does besides sending: the endpoint statistics."""
+"""Periodic work a dispatcher does besides sending: heartbeat, endpoint statistics."""
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from datetime import datetime
 
 from django.db import connection
@@ -14,6 +15,17 @@ logger = logging.getLogger(__name__)
 
 STATS_EVERY_SECONDS = 60.0
 STATS_LOCK_KEY = 0x72656C6179  # "relay": one advisory lock id for the whole cluster
+
+
+class Maintenance:
+    """Several maintenance steps run in order; each keeps its own schedule."""
+
+    def __init__(self, *steps: Callable[[datetime], None]) -> None:
+        self.steps = steps
+
+    def __call__(self, now: datetime) -> None:
+        for step in self.steps:
+            step(now)
 
 
 class StatsRefresher:

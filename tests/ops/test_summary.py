@@ -117,7 +117,7 @@ def test_pipeline_summary_warns_of_old_pending_growing_dead_and_slow_endpoints(w
     a, _ = world
     EndpointHealth.objects.filter(pk=a.pk).update(p95_ms=2500, sample_count=30)
 
-    alerts = selectors.pipeline_summary(now=NOW).alerts
+    alerts = [a.text for a in selectors.pipeline_summary(now=NOW).alerts]
 
     assert len(alerts) == 3
     assert "waited 40 min 0 s" in alerts[0]

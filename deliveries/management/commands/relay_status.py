@@ -1,4 +1,8 @@
-"""python manage.py relay_status [--json]: pipeline, dead letters, slow endpoints."""
+"""python manage.py relay_status [--json] [--check]: pipeline, alerts, dead letters.
+
+With --check the exit status is 1 when there is any alert (deliveries.alerts),
+so cron, a Kubernetes probe or a monitoring agent can page on it.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +10,10 @@ import json
 from dataclasses import asdict
 from datetime import datetime
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from deliveries import latency, selectors
+from deliveries.held import human_seconds
 from relayproject.clock import utcnow
 
 
@@ -78,6 +83,11 @@ class Command(BaseCommand):
     def add_arguments(self, parser) -> None:
         parser.add_argument("--json", action="store_true", help="one JSON document")
         parser.add_argument(
+            "--check",
+            action="store_true",
+            help="exit with status 1 when there is any alert",
+        )
+        parser.add_argument(
             "--window",
             choices=list(selectors.WINDOWS),
             default="24h",
@@ -85,6 +95,11 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, **options) -> None:
+        summary = self.report(options)
+        if options["check"] and summary.alerts:
+            raise CommandError(f"{len(summary.alerts)} alert(s)", returncode=1)
+
+    def report(self, options) -> selectors.PipelineSummary:
         now = utcnow()
         summary = selectors.pipeline_summary(now=now)
         analysis = selectors.dead_letter_analysis(
@@ -101,7 +116,7 @@ class Command(BaseCommand):
                 },
             }
             self.stdout.write(json.dumps(document, indent=2, default=_iso))
-            return
+            return summary
         s = summary
         lines = [
             f"Pipeline at {_time(s.now)} UTC",
@@ -120,17 +135,17 @@ class Command(BaseCommand):
             ),
             f"oldest pending: {s.oldest_pending_id or 'none'}"
             + (
-                f", waiting {selectors.human_seconds(s.oldest_pending_age_seconds)}"
+                f", waiting {human_seconds(s.oldest_pending_age_seconds)}"
                 if s.oldest_pending_id
                 else ""
             ),
             "average delivery latency, last hour: "
-            + selectors.human_seconds(s.avg_latency_seconds_last_hour),
+            + human_seconds(s.avg_latency_seconds_last_hour),
             "",
             *_latency_lines(waits),
             "",
         ]
-        lines += [f"WARNING: {alert}" for alert in s.alerts] or ["no alerts"]
+        lines += [f"WARNING: {alert.text}" for alert in s.alerts] or ["no alerts"]
         lines += ["", f"Dead letters per endpoint, last {options['window']}"]
         if analysis:
             lines += _table(
@@ -180,3 +195,4 @@ class Command(BaseCommand):
         else:
             lines.append("none")
         self.stdout.write("\n".join(lines))
+        return summary

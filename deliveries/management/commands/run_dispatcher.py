@@ -9,7 +9,8 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from deliveries.dispatch.dispatcher import Dispatcher
-from deliveries.dispatch.maintenance import StatsRefresher
+from deliveries.dispatch.heartbeat import Heartbeat
+from deliveries.dispatch.maintenance import Maintenance, StatsRefresher
 from deliveries.dispatch.transport import Sender
 from deliveries.dispatch.wakeup import make_waker
 
@@ -40,6 +41,7 @@ class Command(BaseCommand):
                 else math.ceil(batch_size / concurrency) * settings.HTTP_TIMEOUT_SECONDS
                 + 60
             )
+        heartbeat = Heartbeat(worker_id=options["worker_id"])
         dispatcher = Dispatcher(
             worker_id=options["worker_id"],
             sender=Sender(
@@ -52,7 +54,7 @@ class Command(BaseCommand):
             lease_seconds=lease,
             poll_interval=settings.POLL_INTERVAL_SECONDS,
             waker=make_waker(),
-            maintenance=StatsRefresher(),
+            maintenance=Maintenance(heartbeat, StatsRefresher()),
         )
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: dispatcher.stop())
@@ -62,7 +64,10 @@ class Command(BaseCommand):
             finally:
                 dispatcher.close()
         else:
-            dispatcher.run(drain=options["drain"])
+            try:
+                dispatcher.run(drain=options["drain"])
+            finally:
+                heartbeat.stop()
         self.stdout.write(
             f"dispatcher {options['worker_id']} stopped: {dispatcher.stats.line()}"
         )

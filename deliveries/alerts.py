@@ -1,0 +1,231 @@
+"""Pipeline health's alerts: one check per condition, all in one list.
+
+Pipeline health (admin) shows a line per alert and `relay_status --check`
+exits non-zero when there is any; both get them from `pipeline_alerts()`.
+To add a condition, write a check `(summary) -> list[Alert]` beside these and
+append it to CHECKS; it reads what it needs with bounded, indexed queries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from django.db.models import Count
+
+from deliveries.dispatch.heartbeat import STALE_AFTER
+from deliveries.held import human_seconds, when
+from deliveries.models import Delivery, DispatcherHeartbeat
+from endpoints import breaker
+from endpoints.models import Endpoint, EndpointHealth
+
+if TYPE_CHECKING:
+    from deliveries.selectors import PipelineSummary
+
+DAY = timedelta(hours=24)
+OLDEST_PENDING_ALERT = timedelta(minutes=30)
+UNFINISHED = (Delivery.Status.PENDING, Delivery.Status.DELIVERING)
+
+
+@dataclass(frozen=True)
+class Alert:
+    kind: str  # e.g. "breaker_open": stable, for scripts reading --json
+    text: str  # one line for people
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True)
+class HeldEndpoint:
+    """An endpoint whose rows do not move: breaker not closed, or disabled."""
+
+    endpoint_id: str
+    url: str
+    state: str  # "open", "half_open" or "disabled"
+    since: datetime | None
+    reason: str
+    next_probe_at: datetime | None
+    held: int  # pending and delivering rows of the endpoint
+
+
+def _held_counts(endpoint_ids: list[str]) -> dict[str, int]:
+    # One grouped query over the (endpoint, status, created_at) index.
+    rows = (
+        Delivery.objects.filter(endpoint_id__in=endpoint_ids, status__in=UNFINISHED)
+        .values("endpoint_id")
+        .annotate(n=Count("pk"))
+        .order_by()
+    )
+    return {row["endpoint_id"]: row["n"] for row in rows}
+
+
+def breakers_not_closed() -> list[HeldEndpoint]:
+    """Open and half-open breakers of active endpoints, longest open first."""
+    healths = list(
+        EndpointHealth.objects.exclude(breaker_state=EndpointHealth.State.CLOSED)
+        .filter(endpoint__is_active=True)
+        .select_related("endpoint")
+        .order_by("opened_at", "endpoint_id")
+    )
+    held = _held_counts([h.endpoint_id for h in healths])
+    return [
+        HeldEndpoint(
+            endpoint_id=h.endpoint_id,
+            url=h.endpoint.url,
+            state=h.breaker_state,
+            since=h.opened_at,
+            reason=h.breaker_reason,
+            next_probe_at=h.next_probe_at,
+            held=held.get(h.endpoint_id, 0),
+        )
+        for h in healths
+    ]
+
+
+def endpoints_disabled_since(since: datetime) -> list[HeldEndpoint]:
+    endpoints = list(
+        Endpoint.objects.filter(is_active=False, disabled_at__gte=since).order_by(
+            "-disabled_at", "pk"
+        )
+    )
+    held = _held_counts([e.pk for e in endpoints])
+    return [
+        HeldEndpoint(
+            endpoint_id=e.pk,
+            url=e.url,
+            state="disabled",
+            since=e.disabled_at,
+            reason=e.disabled_reason,
+            next_probe_at=None,
+            held=held.get(e.pk, 0),
+        )
+        for e in endpoints
+    ]
+
+
+def breakers_open_count() -> int:
+    return (
+        EndpointHealth.objects.exclude(breaker_state=EndpointHealth.State.CLOSED)
+        .filter(endpoint__is_active=True)
+        .count()
+    )
+
+
+def endpoints_disabled_count() -> int:
+    return Endpoint.objects.filter(is_active=False).count()
+
+
+def dispatchers(*, now: datetime) -> tuple[list, list]:
+    """(alive, stale) heartbeat rows; stale ones stopped beating STALE_AFTER ago."""
+    rows = list(DispatcherHeartbeat.objects.all())
+    alive = [r for r in rows if r.last_seen_at >= now - STALE_AFTER]
+    stale = [r for r in rows if r.last_seen_at < now - STALE_AFTER]
+    return alive, stale
+
+
+def _rows(n: int) -> str:
+    return f"{n} delivery held" if n == 1 else f"{n} deliveries held"
+
+
+# --- the checks ---------------------------------------------------------------
+
+
+def check_breakers(summary: PipelineSummary) -> list[Alert]:
+    now = summary.now
+    alerts = []
+    for b in breakers_not_closed():
+        since = f" since {when(b.since, now=now)}" if b.since else ""
+        why = f" ({b.reason})" if b.reason else ""
+        if b.state != EndpointHealth.State.OPEN:
+            state, probe = "half-open", "; a probe decides whether it closes"
+        elif b.next_probe_at is not None:
+            state, probe = "open", f"; next probe at {when(b.next_probe_at, now=now)}"
+        else:
+            state, probe = "open", ""
+        alerts.append(
+            Alert(
+                "breaker_open",
+                f"Breaker {state} on {b.endpoint_id} ({b.url}){since}{why}: "
+                f"{_rows(b.held)}{probe}.",
+            )
+        )
+    return alerts
+
+
+def check_disabled(summary: PipelineSummary) -> list[Alert]:
+    now = summary.now
+    return [
+        Alert(
+            "endpoint_disabled",
+            f"Endpoint {d.endpoint_id} ({d.url}) was disabled at "
+            f"{when(d.since, now=now)}{f' ({d.reason})' if d.reason else ''}: "
+            f"{_rows(d.held)} until it is enabled.",
+        )
+        for d in endpoints_disabled_since(now - DAY)
+    ]
+
+
+def check_oldest_pending(summary: PipelineSummary) -> list[Alert]:
+    age = summary.oldest_pending_age_seconds
+    if age is None or age <= OLDEST_PENDING_ALERT.total_seconds():
+        return []
+    return [
+        Alert(
+            "oldest_pending",
+            f"Oldest pending delivery {summary.oldest_pending_id} has waited "
+            f"{human_seconds(age)} (alert above 30 min): are the dispatchers running?",
+        )
+    ]
+
+
+def check_dead_growing(summary: PipelineSummary) -> list[Alert]:
+    if summary.dead_last_24h <= summary.dead_previous_24h:
+        return []
+    return [
+        Alert(
+            "dead_growing",
+            f"Dead letters are growing: {summary.dead_last_24h} in the last 24 h "
+            f"against {summary.dead_previous_24h} in the 24 h before.",
+        )
+    ]
+
+
+def check_dispatchers(summary: PipelineSummary) -> list[Alert]:
+    now = summary.now
+    _, stale = dispatchers(now=now)
+    return [
+        Alert(
+            "dispatcher_stale",
+            f"Dispatcher {d.worker_id} stopped heartbeating: last seen "
+            f"{when(d.last_seen_at, now=now)}.",
+        )
+        for d in stale
+    ]
+
+
+def check_slow(summary: PipelineSummary) -> list[Alert]:
+    return [
+        Alert(
+            "slow_endpoint",
+            f"Endpoint {s.endpoint_id} ({s.url}) p95 is {s.p95_ms:.0f} ms, "
+            f"over the {breaker.SLOW_P95_MS} ms threshold.",
+        )
+        for s in summary.slow_endpoints
+    ]
+
+
+CHECKS: list[Callable[[PipelineSummary], list[Alert]]] = [
+    check_oldest_pending,
+    check_dead_growing,
+    check_breakers,
+    check_disabled,
+    check_dispatchers,
+    check_slow,
+]
+
+
+def pipeline_alerts(summary: PipelineSummary) -> list[Alert]:
+    return [alert for check in CHECKS for alert in check(summary)]

@@ -1,0 +1,159 @@
+"""Why a delivery that is not finished is not moving, and until when.
+
+One place for the words, so the admin, the API and the portal say the same
+thing: "held: breaker open until 14:07:00 UTC", "held: endpoint disabled",
+"held: rate limit", "waiting: retry at 14:02:10 UTC". Pure: it reads the
+delivery, its endpoint and the endpoint's health row (select_related
+``endpoint__health`` so a list costs no query per row) and a `now`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from deliveries.models import Delivery
+from endpoints import ratelimit
+from endpoints.models import Endpoint, EndpointHealth
+
+
+class HeldKind(StrEnum):
+    """Machine-readable reasons (the API's ``held.reason``)."""
+
+    IN_FLIGHT = "in_flight"  # delivering under a lease
+    ENDPOINT_DISABLED = "endpoint_disabled"
+    BREAKER_OPEN = "breaker_open"
+    BREAKER_HALF_OPEN = "breaker_half_open"  # waiting for the probe to answer
+    RATE_LIMIT = "rate_limit"
+    RETRY_SCHEDULED = "retry_scheduled"  # backoff after a failed attempt
+    SCHEDULED = "scheduled"  # not yet due, no attempt made
+    DUE = "due"  # due now: the next claim takes it
+
+
+# Kinds that are a hold (something outside the delivery stops it) rather
+# than ordinary waiting; the admin highlights these.
+HOLDS = frozenset(
+    {
+        HeldKind.ENDPOINT_DISABLED,
+        HeldKind.BREAKER_OPEN,
+        HeldKind.BREAKER_HALF_OPEN,
+        HeldKind.RATE_LIMIT,
+    }
+)
+
+
+@dataclass(frozen=True)
+class Held:
+    reason: HeldKind
+    text: str  # one line for people, e.g. "held: breaker open until 14:07:00 UTC"
+    until: datetime | None  # when it may move again, when that is known
+
+    @property
+    def is_hold(self) -> bool:
+        return self.reason in HOLDS
+
+
+def when(value: datetime, *, now: datetime) -> str:
+    """A time as staff read it: seconds and UTC; the date too unless it is today."""
+    if value.date() == now.date():
+        return value.strftime("%H:%M:%S UTC")
+    return value.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def human_seconds(seconds: float | None) -> str:
+    """A duration as staff read it: "2 h 5 min", "4 min 10 s", "3.2 s"."""
+    if seconds is None:
+        return "-"
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    if hours:
+        return f"{hours} h {minutes} min"
+    if minutes:
+        return f"{minutes} min {secs} s"
+    return f"{seconds:.1f} s"
+
+
+def _health(endpoint: Endpoint) -> EndpointHealth | None:
+    try:
+        return endpoint.health
+    except EndpointHealth.DoesNotExist:
+        return None
+
+
+def _rate_wait(endpoint: Endpoint, health: EndpointHealth, now: datetime) -> float:
+    """Seconds until the shared bucket has a whole token (0: a send may go now)."""
+    rate = endpoint.rate_limit_per_second
+    tokens = ratelimit.refill(
+        health.rate_tokens, health.rate_updated_at, rate=rate, now=now.timestamp()
+    )
+    return 0.0 if tokens >= 1.0 else (1.0 - tokens) / rate
+
+
+def delivery_held(*, delivery: Delivery, now: datetime) -> Held | None:
+    """Why `delivery` is not moving, or None when it is finished.
+
+    The checks follow the claim's own order: a disabled endpoint and a
+    breaker that is not closed keep the row out of every claim whatever its
+    time; the rate limit holds it back after a claim; otherwise it waits for
+    its time (a retry's backoff) or is due now.
+    """
+    if delivery.status in (Delivery.Status.SUCCEEDED, Delivery.Status.DEAD):
+        return None
+    if delivery.status == Delivery.Status.DELIVERING:
+        until = delivery.claimed_until
+        worker = delivery.claimed_by or "?"
+        if until is not None and until <= now:
+            return Held(
+                HeldKind.DUE,
+                f"lease of {worker} ran out at {when(until, now=now)}: "
+                "the next claim takes it over",
+                None,
+            )
+        lease = f" until {when(until, now=now)}" if until else ""
+        return Held(HeldKind.IN_FLIGHT, f"in flight: claimed by {worker}{lease}", until)
+    endpoint = delivery.endpoint
+    if not endpoint.is_active:
+        why = f" ({endpoint.disabled_reason})" if endpoint.disabled_reason else ""
+        return Held(HeldKind.ENDPOINT_DISABLED, f"held: endpoint disabled{why}", None)
+    health = _health(endpoint)
+    if health is not None and health.breaker_state == EndpointHealth.State.OPEN:
+        probe = health.next_probe_at
+        if probe is not None and probe > now:
+            text = f"held: breaker open until {when(probe, now=now)}"
+        else:
+            text = "held: breaker open, probe due now"
+        return Held(HeldKind.BREAKER_OPEN, text, probe)
+    if health is not None and health.breaker_state == EndpointHealth.State.HALF_OPEN:
+        return Held(
+            HeldKind.BREAKER_HALF_OPEN,
+            "held: breaker half-open, waiting for the probe to answer",
+            None,
+        )
+    if health is not None and endpoint.rate_limit_per_second:
+        wait = _rate_wait(endpoint, health, now)
+        due_later = delivery.next_attempt_at > now
+        # A row the dispatcher sent back for want of a token keeps its attempt
+        # count; an empty bucket, or a short hold with no attempt spent, is
+        # the rate limit at work.
+        if wait > 0 or (due_later and delivery.attempts_in_budget == 0):
+            until = max(now + timedelta(seconds=wait), delivery.next_attempt_at)
+            return Held(
+                HeldKind.RATE_LIMIT,
+                f"held: rate limit ({endpoint.rate_limit_per_second:g}/s) "
+                f"until {when(until, now=now)}",
+                until,
+            )
+    if delivery.next_attempt_at > now:
+        at = when(delivery.next_attempt_at, now=now)
+        if delivery.attempts_in_budget:
+            return Held(
+                HeldKind.RETRY_SCHEDULED,
+                f"waiting: retry at {at}",
+                delivery.next_attempt_at,
+            )
+        return Held(
+            HeldKind.SCHEDULED, f"waiting: due at {at}", delivery.next_attempt_at
+        )
+    since = when(delivery.next_attempt_at, now=now)
+    return Held(HeldKind.DUE, f"due since {since}: the next claim sends it", None)
