@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('deliveries', '0002_dead_letter_proxy'),
+        ('deliveries', '0003_event_traceparent'),
     ]
 
     operations = [
