@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('deliveries', '0003_event_traceparent'),
+        ('deliveries', '0004_idempotency_scope_by_merchant_pk'),
     ]
 
     operations = [
