@@ -17,6 +17,11 @@ from deliveries.dispatch.errors import DESTINATION_BLOCKED
 RETRYABLE_4XX = frozenset({408, 425, 429})
 # Only these carry a Retry-After we honour (contract section 5).
 RETRY_AFTER_STATUSES = frozenset({429, 503})
+# Longest Retry-After taken at face value (about 31 years); a longer one, of any
+# number of digits, counts as this much and is then clamped like any other.
+RETRY_AFTER_CEILING_SECONDS = 10**9
+# An HTTP-date is under 40 characters; parsing a receiver's megabyte is pointless.
+HTTP_DATE_MAX_CHARS = 100
 
 
 class Verdict(StrEnum):
@@ -53,7 +58,9 @@ def classify(*, status_code: int | None, error_kind: str | None) -> Verdict:
 def parse_retry_after(value: str | None, *, now: datetime) -> float | None:
     """Return the Retry-After delay in seconds (>= 0), or None if unusable.
 
-    Accepts delay-seconds or an HTTP-date; ``now`` must be timezone-aware.
+    Accepts delay-seconds or an HTTP-date; ``now`` must be timezone-aware. A
+    receiver writes this header: any length or shape returns a number or None,
+    never an exception (int() of 5,000 digits raises, float() of 400 overflows).
     """
     if value is None:
         return None
@@ -62,15 +69,20 @@ def parse_retry_after(value: str | None, *, now: datetime) -> float | None:
         return None
     # isascii() first: str.isdigit() also accepts digits such as "²".
     if value.isascii() and value.isdigit():
-        return float(int(value))
+        digits = value.lstrip("0") or "0"
+        if len(digits) > len(str(RETRY_AFTER_CEILING_SECONDS)):
+            return float(RETRY_AFTER_CEILING_SECONDS)
+        return float(min(int(digits), RETRY_AFTER_CEILING_SECONDS))
+    if len(value) > HTTP_DATE_MAX_CHARS:
+        return None
     try:
         when = parsedate_to_datetime(value)
+        if when.tzinfo is None:
+            # "-0000" yields a naive datetime; HTTP-dates are always GMT.
+            when = when.replace(tzinfo=UTC)
+        return max(0.0, (when - now).total_seconds())
     except (TypeError, ValueError, IndexError, OverflowError):
         return None
-    if when.tzinfo is None:
-        # "-0000" yields a naive datetime; HTTP-dates are always GMT.
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - now).total_seconds())
 
 
 def backoff_seconds(

@@ -22,6 +22,7 @@ from ninja.renderers import JSONRenderer
 from ninja.responses import NinjaJSONEncoder
 
 from deliveries.api import router as deliveries_router
+from deliveries.sanitize import UNSTORABLE
 from deliveries.signing import format_timestamp
 from endpoints.api import router as endpoints_router
 from relayproject.apiauth import ApiKeyAuth
@@ -85,14 +86,16 @@ class ObjectParser(Parser):
                 "The body must be a JSON object.",
                 [{"loc": ["body"], "msg": "Must be a JSON object."}],
             )
-        nul_at = _nul_location(data, ["body"])
-        if nul_at is not None:
-            # PostgreSQL text and jsonb cannot hold U+0000: refuse it up front
-            # with the field named, rather than fail at INSERT time.
+        bad_at = _unstorable_location(data, ["body"])
+        if bad_at is not None:
+            # PostgreSQL text and jsonb cannot hold U+0000, and no database can
+            # encode a lone surrogate ("\ud800" in JSON) as UTF-8: refuse both up
+            # front with the field named, rather than fail at INSERT or claim time.
             raise ApiProblem(
                 422,
-                "Strings may not contain the NUL character (U+0000).",
-                [{"loc": nul_at, "msg": "Contains U+0000."}],
+                "Strings may not contain the NUL character (U+0000) "
+                "or a lone surrogate (U+D800 to U+DFFF).",
+                [{"loc": bad_at, "msg": "Contains U+0000 or a lone surrogate."}],
             )
         return data
 
@@ -105,9 +108,9 @@ def _too_deep() -> ApiProblem:
     )
 
 
-def _nul_location(value, loc: list) -> list | None:
+def _unstorable_location(value, loc: list) -> list | None:
     if isinstance(value, str):
-        return loc if "\x00" in value else None
+        return loc if UNSTORABLE.search(value) else None
     if isinstance(value, dict):
         items = value.items()
     elif isinstance(value, list):
@@ -115,9 +118,9 @@ def _nul_location(value, loc: list) -> list | None:
     else:
         return None
     for key, item in items:
-        if isinstance(key, str) and "\x00" in key:
+        if isinstance(key, str) and UNSTORABLE.search(key):
             return [*loc, key]
-        found = _nul_location(item, [*loc, key])
+        found = _unstorable_location(item, [*loc, key])
         if found is not None:
             return found
     return None

@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 from django.db import InterfaceError, OperationalError, connections
 
 from deliveries import signing
-from deliveries.dispatch import claiming, counters, errors, gate, outcomes
+from deliveries.dispatch import claiming, counters, errors, gate, outcomes, recording
 from deliveries.dispatch.jobs import Job, jobs_load
 from deliveries.dispatch.transport import OutgoingRequest, Sender, SendResult
 from endpoints.services import endpoint_rate_take
@@ -153,6 +153,9 @@ class Dispatcher:
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
+        close_sender = getattr(self.sender, "close", None)
+        if close_sender is not None:
+            close_sender()  # its event loop and connections
         if self.waker is not None:
             self.waker.close()
 
@@ -386,7 +389,7 @@ class Dispatcher:
             for job, result, started_at in finished
         ]
         recorded = self._with_db_retry(
-            lambda: outcomes.outcomes_record(
+            lambda: recording.flush_record(
                 sent=sent,
                 worker_id=self.worker_id,
                 now=self.clock.now(),

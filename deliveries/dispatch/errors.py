@@ -2,6 +2,7 @@
 
 The transport's vocabulary: it sets every kind but LEASE_EXPIRED (claiming's)
 and HTTP_STATUS (a receiver answered with a status that is not 2xx).
+Every kind but DESTINATION_BLOCKED is retried (deliveries.retry.classify).
 """
 
 TIMEOUT = "timeout"
@@ -12,3 +13,4 @@ DESTINATION_BLOCKED = "destination_blocked"
 NO_SIGNING_SECRET = "no_signing_secret"
 LEASE_EXPIRED = "lease_expired"
 HTTP_STATUS = "http_status"
+INVALID_RESPONSE = "invalid_response"  # a status line or headers aiohttp refused

@@ -20,6 +20,7 @@ from deliveries import retry
 from deliveries.dispatch import counters, errors
 from deliveries.dispatch.transport import SendResult
 from deliveries.models import Attempt, Delivery
+from deliveries.sanitize import storable_text
 from endpoints import breaker
 from endpoints.models import Endpoint, EndpointHealth
 
@@ -267,10 +268,11 @@ def _attempt_row(item: Sent, verdict: retry.Verdict, *, worker_id: str) -> Attem
         started_at=item.started_at,
         response_ms=result.duration_ms,
         status_code=result.status_code,
-        error_kind=result.error_kind
+        error_kind=storable_text(result.error_kind, limit=40)
         or (errors.HTTP_STATUS if verdict != retry.Verdict.SUCCEEDED else ""),
-        error_message=result.error_message[:500],
-        response_body=result.body_excerpt,
+        # A receiver shaped these: no NUL, no lone surrogate may reach the database.
+        error_message=storable_text(result.error_message, limit=500),
+        response_body=storable_text(result.body_excerpt),
         worker_id=worker_id,
         outcome=str(verdict),
     )
@@ -344,7 +346,7 @@ def _apply_breaker(health: EndpointHealth, item: Sent, *, now: datetime) -> None
 
 def _error_text(result: SendResult) -> str:
     if result.error_kind:
-        return result.error_kind
+        return storable_text(result.error_kind, limit=100)
     if result.status_code is not None and not 200 <= result.status_code < 300:
         return f"http {result.status_code}"
     return ""

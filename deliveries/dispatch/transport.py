@@ -1,26 +1,39 @@
 """One HTTP POST to a receiver -> SendResult. Writes nothing anywhere.
 
-Persisting what happened is outcomes.py's job; keeping the two apart
-lets tests drive the dispatcher with a scripted sender and lets this module be
-tested against a real loopback server alone.
+Persisting what happened is outcomes.py's job; keeping the two apart lets
+tests drive the dispatcher with a scripted sender and lets this module be
+tested against real loopback servers alone.
+
+Receivers are hostile (a merchant controls its own): every attempt ends
+within ``timeout`` seconds of its start whatever the receiver does, at most
+``body_limit`` bytes of the body are read and they are never decompressed,
+header sizes are bounded by the parser, and every failure becomes a
+SendResult with an error kind from errors.py, never an exception.
 """
 
 from __future__ import annotations
 
+import asyncio
+import ssl
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import requests
-from urllib3.exceptions import ProtocolError, ReadTimeoutError
-from urllib3.util import Timeout
+import aiohttp
 
 from deliveries.dispatch import errors
+from deliveries.dispatch.resolver import PolicyResolver, check_literal, refusal_in
 from endpoints import destinations
 
 VERSION = "1.0"
 USER_AGENT = f"webhook-relay/{VERSION}"
+CONNECTION_LIMIT = 512  # sockets open at once per sender; sends past it wait
+KEEPALIVE_SECONDS = 30  # an idle connection to a receiver is kept this long
+# The response head is bounded: a status line or header line longer than this,
+# or more headers than MAX_HEADERS, ends the attempt as invalid_response.
+MAX_LINE_BYTES = 8190
+MAX_HEADERS = 128
 
 
 @dataclass(frozen=True)
@@ -40,8 +53,11 @@ class SendResult:
     retry_after: str | None = None
 
 
-class Sender:
-    """Sends with one requests.Session per thread (sessions are not thread-safe)."""
+class AsyncSender:
+    """Sends on one aiohttp session (one connection pool, keep-alive) per sender.
+
+    Create it, await send() from one event loop, and await close() on that loop.
+    """
 
     def __init__(
         self,
@@ -49,119 +65,182 @@ class Sender:
         timeout: float,
         body_limit: int,
         allow_private: bool,
+        limit: int = CONNECTION_LIMIT,
+        resolve: destinations.Resolver | None = None,
+        ssl_context: ssl.SSLContext | None = None,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.timeout = timeout
         self.body_limit = body_limit
         self.allow_private = allow_private
+        self.limit = limit
+        self.resolve = resolve
+        self.ssl_context = ssl_context
         self.monotonic = monotonic
-        self._local = threading.local()
+        self._session: aiohttp.ClientSession | None = None
 
-    def _session(self) -> requests.Session:
-        session = getattr(self._local, "session", None)
-        if session is None:
-            session = destinations.build_session(
-                allow_private=self.allow_private, user_agent=USER_AGENT
+    def _client(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            connector = aiohttp.TCPConnector(
+                limit=self.limit,
+                limit_per_host=0,  # per-endpoint limits are the dispatcher's
+                resolver=PolicyResolver(
+                    allow_private=self.allow_private, resolve=self.resolve
+                ),
+                # Only addresses the policy checked are cached, for 10 s.
+                use_dns_cache=True,
+                ttl_dns_cache=10,
+                keepalive_timeout=KEEPALIVE_SECONDS,
+                ssl=self.ssl_context or True,  # always verified, SNI = URL host
             )
-            self._local.session = session
-        return session
+            self._session = aiohttp.ClientSession(
+                connector=connector,
+                # Keep the raw bytes: a small gzip or brotli body may inflate
+                # to gigabytes, and the body is only an excerpt for people.
+                auto_decompress=False,
+                # Environment proxies would resolve the host after our check,
+                # and ~/.netrc would add credentials to a merchant's URL.
+                trust_env=False,
+                timeout=aiohttp.ClientTimeout(total=None),  # asyncio.timeout below
+                read_bufsize=max(self.body_limit, 1024),
+                max_line_size=MAX_LINE_BYTES,
+                max_field_size=MAX_LINE_BYTES,
+                max_headers=MAX_HEADERS,
+                cookie_jar=aiohttp.DummyCookieJar(),  # no state between merchants
+            )
+        return self._session
 
-    def _read_excerpt(
-        self, response: requests.Response, *, deadline: float
-    ) -> bytes | None:
-        """Up to body_limit bytes of the body, or None if the deadline passes first.
+    async def close(self) -> None:
+        if self._session is not None:
+            session, self._session = self._session, None
+            await session.close()
 
-        What lies past the limit is never read into memory.
+    async def send(self, request: OutgoingRequest) -> SendResult:
+        started = self.monotonic()
+
+        def result(kind: str, message: str, status: int | None = None) -> SendResult:
+            ms = (self.monotonic() - started) * 1000
+            return SendResult(status, ms, kind, message[:500])
+
+        try:
+            check_literal(request.url, allow_private=self.allow_private)
+        except destinations.DestinationRefused as refused:
+            return result(_refusal_kind(refused), refused.reason)
+        response: aiohttp.ClientResponse | None = None
+        complete = False
+        try:
+            async with asyncio.timeout(self.timeout):
+                response = await self._client().post(
+                    request.url,
+                    data=request.body,
+                    headers={
+                        **request.headers,
+                        "User-Agent": USER_AGENT,
+                        "Accept-Encoding": "identity",
+                    },
+                    allow_redirects=False,
+                )
+                excerpt, complete = await self._read_excerpt(response)
+        except TimeoutError:
+            if response is None:
+                return result(errors.TIMEOUT, f"no response within {self.timeout:g} s")
+            return result(
+                errors.TIMEOUT,
+                f"status {response.status}, but the body did not arrive "
+                f"within {self.timeout:g} s",
+            )
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a receiver must never crash a dispatcher  # noqa: BLE001
+            refused = refusal_in(exc)
+            if refused is not None:  # by the resolver, at connect time
+                return result(_refusal_kind(refused), refused.reason)
+            return result(_error_kind(exc), _short(exc))
+        finally:
+            if response is not None:
+                # A body read to its end leaves a connection fit to reuse;
+                # anything else (cut at the limit, timed out) is closed.
+                response.release() if complete else response.close()
+        return SendResult(
+            status_code=response.status,
+            duration_ms=(self.monotonic() - started) * 1000,
+            body_excerpt=excerpt.decode("utf-8", errors="replace"),
+            retry_after=response.headers.get("Retry-After"),
+        )
+
+    async def _read_excerpt(
+        self, response: aiohttp.ClientResponse
+    ) -> tuple[bytes, bool]:
+        """Up to body_limit raw bytes, and whether that was the whole body.
+
+        What lies past the limit is never read: the connection is closed instead.
         """
         chunks: list[bytes] = []
         size = 0
         while size < self.body_limit:
-            remaining = deadline - self.monotonic()
-            if remaining <= 0:
-                return None
-            _body_budget(response, remaining)
-            try:
-                chunk = response.raw.read1(self.body_limit - size, decode_content=True)
-            except (TimeoutError, ReadTimeoutError):
-                return None
+            chunk = await response.content.read(self.body_limit - size)
             if not chunk:
-                break
+                return b"".join(chunks), True
             chunks.append(chunk)
             size += len(chunk)
-        return b"".join(chunks)[: self.body_limit]
+        return b"".join(chunks), response.content.at_eof()
+
+
+class Sender:
+    """A blocking facade over AsyncSender for the thread-pool dispatcher: sends
+    from any thread run on one event loop in a thread of their own."""
+
+    def __init__(self, **options) -> None:
+        self._options = options
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._sender: AsyncSender | None = None
+        self._lock = threading.Lock()
+
+    def _start(self) -> tuple[asyncio.AbstractEventLoop, AsyncSender]:
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                threading.Thread(
+                    target=loop.run_forever, name="sender-loop", daemon=True
+                ).start()
+                self._sender = AsyncSender(**self._options)
+                self._loop = loop
+            return self._loop, self._sender  # type: ignore[return-value]
 
     def send(self, request: OutgoingRequest) -> SendResult:
-        started = self.monotonic()
+        loop, sender = self._start()
+        return asyncio.run_coroutine_threadsafe(sender.send(request), loop).result()
 
-        def elapsed() -> float:
-            return (self.monotonic() - started) * 1000
-
-        try:
-            # Checked again at send time: DNS may have changed since the
-            # endpoint was saved. The session then pins the address it checks.
-            destinations.check_url(request.url, allow_private=self.allow_private)
-        except destinations.DestinationRefused as exc:
-            # A name that does not resolve right now is a DNS error (retried);
-            # anything else the policy refuses is permanent.
-            kind = errors.DNS if exc.code == errors.DNS else errors.DESTINATION_BLOCKED
-            return SendResult(None, elapsed(), kind, exc.reason)
-        deadline = started + self.timeout
-        try:
-            with self._session().post(
-                request.url,
-                data=request.body,
-                headers=request.headers,
-                # total: connect and the wait for headers share one budget.
-                timeout=Timeout(total=self.timeout),
-                allow_redirects=False,
-                stream=True,
-            ) as response:
-                excerpt = self._read_excerpt(response, deadline=deadline)
-                if excerpt is None:
-                    return SendResult(
-                        None,
-                        elapsed(),
-                        errors.TIMEOUT,
-                        f"status {response.status_code}, but the body did not "
-                        f"arrive within {self.timeout:g} s",
-                    )
-                return SendResult(
-                    status_code=response.status_code,
-                    duration_ms=elapsed(),
-                    body_excerpt=excerpt.decode("utf-8", errors="replace"),
-                    retry_after=response.headers.get("Retry-After"),
-                )
-        except (TimeoutError, ReadTimeoutError) as exc:
-            return SendResult(None, elapsed(), errors.TIMEOUT, _short(exc))
-        except ProtocolError as exc:
-            return SendResult(None, elapsed(), errors.CONNECTION, _short(exc))
-        except requests.exceptions.Timeout as exc:
-            return SendResult(None, elapsed(), errors.TIMEOUT, _short(exc))
-        except requests.exceptions.SSLError as exc:
-            return SendResult(None, elapsed(), errors.TLS, _short(exc))
-        except requests.exceptions.ConnectionError as exc:
-            kind = errors.DNS if "resolve" in str(exc).lower() else errors.CONNECTION
-            if isinstance(exc.__cause__, destinations.DestinationRefused):
-                kind = errors.DESTINATION_BLOCKED
-            return SendResult(None, elapsed(), kind, _short(exc))
-        except requests.RequestException as exc:
-            # requests-hardened refuses a pinned address it finds private.
-            kind = (
-                errors.DESTINATION_BLOCKED
-                if type(exc).__name__ == "InvalidIPAddress"
-                else errors.CONNECTION
-            )
-            return SendResult(None, elapsed(), kind, _short(exc))
-        except Exception as exc:  # a receiver must never crash a dispatcher  # noqa: BLE001
-            return SendResult(None, elapsed(), errors.CONNECTION, _short(exc))
+    def close(self) -> None:
+        with self._lock:
+            loop, sender, self._loop = self._loop, self._sender, None
+        if loop is None or sender is None:
+            return
+        asyncio.run_coroutine_threadsafe(sender.close(), loop).result()
+        loop.call_soon_threadsafe(loop.stop)
 
 
-def _body_budget(response: requests.Response, seconds: float) -> None:
-    # Each recv waits at most what is left of the attempt, so a receiver that
-    # trickles its body cannot stretch an attempt past HTTP_TIMEOUT_SECONDS.
-    sock = getattr(response.raw.connection, "sock", None)
-    if sock is not None:
-        sock.settimeout(max(seconds, 0.001))
+def _refusal_kind(refused: destinations.DestinationRefused) -> str:
+    # A name that does not resolve right now is a DNS error (retried);
+    # anything else the policy refuses is permanent.
+    return errors.DNS if refused.code == errors.DNS else errors.DESTINATION_BLOCKED
+
+
+def _error_kind(exc: Exception) -> str:
+    if isinstance(exc, aiohttp.InvalidURL):
+        # Forms aiohttp itself refuses to connect to (e.g. 127.1): the URL
+        # must change before a resend can help.
+        return errors.DESTINATION_BLOCKED
+    if isinstance(exc, aiohttp.ClientConnectorDNSError):
+        return errors.DNS
+    if isinstance(
+        exc, aiohttp.ClientConnectorCertificateError | aiohttp.ClientSSLError
+    ) or isinstance(exc, ssl.SSLError):
+        return errors.TLS
+    if isinstance(exc, aiohttp.ClientResponseError):
+        # The status line or headers could not be parsed, or broke a limit.
+        return errors.INVALID_RESPONSE
+    return errors.CONNECTION
 
 
 def _short(exc: BaseException) -> str:

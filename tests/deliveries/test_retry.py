@@ -95,6 +95,15 @@ def test_error_kinds_are_the_stored_strings():
         ("1.5", None),
         ("²", None),
         ("Wed, 99 Foo 2026 14:02:00 GMT", None),
+        ("0007", 7.0),
+        ("0" * 5000 + "9", 9.0),
+        ("1" + "0" * 400, 1e9),  # float(int(...)) overflows
+        ("9" * 5000, 1e9),  # int() refuses more than 4,300 digits
+        ("1" + "0" * 9, 1e9),
+        ("x" * 5000, None),
+        ("Wed, 02 Dec 2026 14:02:00 GMT" + " " * 200 + "x", None),
+        ("Wed, 02 Dec 99999 14:02:00 GMT", None),
+        ("\udcff\x00", None),
     ],
 )
 def test_parse_retry_after(header, seconds):
@@ -130,6 +139,8 @@ def jitter(*, failed_attempts=1, seed=0):
         ((NOW + timedelta(minutes=5)).strftime("%a, %d %b %Y %H:%M:%S GMT"), 300.0),
         ("86400", MAX_DELAY),
         ("Thu, 01 Jan 2099 00:00:00 GMT", MAX_DELAY),
+        ("1" + "0" * 400, MAX_DELAY),
+        ("7" * 5000, MAX_DELAY),
     ],
 )
 def test_retry_after_is_honoured_and_clamped(status_code, header, expected):

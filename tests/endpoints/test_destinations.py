@@ -41,26 +41,26 @@ def must_not_resolve(host: str, port: int) -> list[str]:
 # --- check_url: refused before DNS --------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("url", "reason"),
-    [
-        ("file:///etc/passwd", "only http and https"),
-        ("gopher://example.com/", "only http and https"),
-        ("ftp://example.com/", "only http and https"),
-        ("https://user:pw@example.com/", "credentials"),
-        ("https://user@example.com/", "credentials"),
-        ("http://@example.com/", "credentials"),
-        ("http:///path", "no host"),
-        ("http://:80/", "no host"),
-        ("http://example.com:0/", "port 0"),
-        ("http://example.com:99999/", "not valid"),
-        ("http://example.com:http/", "not valid"),
-        ("http://[::1/", "not valid"),
-        ("http://exa\tmple.com/", "whitespace"),
-        (" http://example.com/", "whitespace"),
-        ("http://[fe80::1%25eth0]/", "'%'"),
-    ],
-)
+MALFORMED = [
+    ("file:///etc/passwd", "only http and https"),
+    ("gopher://example.com/", "only http and https"),
+    ("ftp://example.com/", "only http and https"),
+    ("https://user:pw@example.com/", "credentials"),
+    ("https://user@example.com/", "credentials"),
+    ("http://@example.com/", "credentials"),
+    ("http:///path", "no host"),
+    ("http://:80/", "no host"),
+    ("http://example.com:0/", "port 0"),
+    ("http://example.com:99999/", "not valid"),
+    ("http://example.com:http/", "not valid"),
+    ("http://[::1/", "not valid"),
+    ("http://exa\tmple.com/", "whitespace"),
+    (" http://example.com/", "whitespace"),
+    ("http://[fe80::1%25eth0]/", "'%'"),
+]
+
+
+@pytest.mark.parametrize(("url", "reason"), MALFORMED)
 def test_malformed_url_is_refused_without_resolving(url: str, reason: str) -> None:
     with pytest.raises(DestinationRefused) as refused:
         check_url(url, allow_private=False, resolve=must_not_resolve)
@@ -76,31 +76,32 @@ def test_allow_private_does_not_relax_the_scheme_rule() -> None:
 # --- check_url: refused for the address, with the real resolver ---------------
 
 
-@pytest.mark.parametrize(
-    "url",
-    [
-        "http://127.0.0.1/",
-        "http://localhost/",
-        "http://LOCALHOST:8000/",
-        "http://127.1/",
-        "http://2130706433/",
-        "http://0x7f000001/",
-        "http://0.0.0.0/",
-        "http://0/",
-        "http://[::1]/",
-        "http://[::]/",
-        "http://[::ffff:127.0.0.1]/",
-        "http://169.254.169.254/latest/meta-data",
-        "http://[fd00:ec2::254]/",
-        "http://10.0.0.1/",
-        "http://172.16.0.1/",
-        "http://192.168.1.1/",
-        "http://100.64.0.1/",
-        "http://[fc00::1]/",
-        "http://[fe80::1]/",
-        "https://[::ffff:169.254.169.254]/",
-    ],
-)
+# Refused for the address, with the real resolver (no DNS: numeric or /etc/hosts).
+NON_PUBLIC = [
+    "http://127.0.0.1/",
+    "http://localhost/",
+    "http://LOCALHOST:8000/",
+    "http://127.1/",
+    "http://2130706433/",
+    "http://0x7f000001/",
+    "http://0.0.0.0/",
+    "http://0/",
+    "http://[::1]/",
+    "http://[::]/",
+    "http://[::ffff:127.0.0.1]/",
+    "http://169.254.169.254/latest/meta-data",
+    "http://[fd00:ec2::254]/",
+    "http://10.0.0.1/",
+    "http://172.16.0.1/",
+    "http://192.168.1.1/",
+    "http://100.64.0.1/",
+    "http://[fc00::1]/",
+    "http://[fe80::1]/",
+    "https://[::ffff:169.254.169.254]/",
+]
+
+
+@pytest.mark.parametrize("url", NON_PUBLIC)
 def test_non_public_destination_is_refused_with_the_real_resolver(url: str) -> None:
     with pytest.raises(DestinationRefused) as refused:
         check_url(url, allow_private=False)
@@ -164,13 +165,13 @@ def test_public_host_is_allowed_and_resolved_by_lowercase_name_and_port(
     assert resolve.calls == [asked]
 
 
-@pytest.mark.parametrize(
-    ("url", "address"),
-    [
-        ("http://8.8.8.8/", "8.8.8.8"),
-        ("https://[2606:4700:4700::1111]/", "2606:4700:4700::1111"),
-    ],
-)
+PUBLIC_LITERALS = [
+    ("http://8.8.8.8/", "8.8.8.8"),
+    ("https://[2606:4700:4700::1111]/", "2606:4700:4700::1111"),
+]
+
+
+@pytest.mark.parametrize(("url", "address"), PUBLIC_LITERALS)
 def test_public_ip_literal_is_allowed_with_the_real_resolver(
     url: str, address: str
 ) -> None:
