@@ -100,7 +100,7 @@ def test_a_local_address_is_refused_and_never_reached(listener, url):
     result = send(here)
 
     assert (result.status_code, result.error_kind) == (None, "destination_blocked")
-    assert "not a public address" in result.error_message
+    assert "only public addresses may be called" in result.error_message
     assert len(listener.received) == before
 
 
@@ -133,7 +133,7 @@ def test_a_public_name_resolves_to_its_checked_addresses_only():
 
 def test_one_private_address_among_several_refuses_the_name():
     resolve = resolver({"example.com": [PUBLIC_IP, "10.0.0.5"]})
-    with pytest.raises(RefusedByPolicy, match="10.0.0.5"):
+    with pytest.raises(RefusedByPolicy, match="private or loopback"):
         asyncio.run(
             PolicyResolver(allow_private=False, resolve=resolve).resolve(
                 "example.com", 443
@@ -162,7 +162,7 @@ def test_public_at_save_time_private_at_send_time_is_refused_at_send_time(listen
     result = send(url, resolve=rebinding)
 
     assert (result.status_code, result.error_kind) == (None, "destination_blocked")
-    assert "127.0.0.1" in result.error_message
+    assert "private or loopback" in result.error_message
     assert len(listener.received) == before
 
 
