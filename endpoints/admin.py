@@ -15,12 +15,12 @@ from django.utils.cache import add_never_cache_headers
 from django.utils.html import format_html
 from django.utils.http import urlencode
 
+from endpoints.admin_memberships import MembershipGrantsLogged, MembershipInline
 from endpoints.models import (
     ApiKey,
     Endpoint,
     EndpointHealth,
     EndpointSecret,
-    Membership,
     Merchant,
 )
 from endpoints.services import (
@@ -33,17 +33,8 @@ from endpoints.services import (
 )
 
 
-class MembershipInline(admin.TabularInline):
-    model = Membership
-    extra = 0
-    raw_id_fields = ("user",)
-
-    def get_queryset(self, request):
-        return super().get_queryset(request).select_related("user")
-
-
 @admin.register(Merchant)
-class MerchantAdmin(admin.ModelAdmin):
+class MerchantAdmin(MembershipGrantsLogged, admin.ModelAdmin):
     list_display = ("slug", "name", "is_active", "created_at", "endpoints_link")
     list_filter = ("is_active",)
     search_fields = ("slug", "name")

@@ -41,6 +41,11 @@ class Membership(models.Model):
                 fields=["user", "merchant"], name="membership_unique_user_merchant"
             )
         ]
+        # A membership opens a merchant's secrets in the portal: granting one
+        # is not the same as editing merchants (endpoints/admin.py).
+        permissions = [
+            ("grant_membership", "Can grant, change and remove merchant memberships")
+        ]
 
     def __str__(self) -> str:
         return f"{self.user} @ {self.merchant} ({self.role})"

@@ -9,6 +9,7 @@ import math
 import os
 import socket
 import warnings
+from datetime import timedelta
 from pathlib import Path
 
 import environ
@@ -39,11 +40,16 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "ninja",
+    "axes",
     "endpoints",
     "deliveries",
 ]
 
 MIDDLEWARE = [
+    # First: the client address and scheme everything below sees (proxies),
+    # and the request id every log line of this request carries.
+    "relayproject.proxies.TrustedProxyMiddleware",
+    "relayproject.requestid.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Serves the admin, portal and API-docs assets under gunicorn too, with no
     # separate web server; WHITENOISE_USE_FINDERS works before collectstatic.
@@ -56,6 +62,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes asks: answers 429 once a sign-in is locked out.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "relayproject.urls"
@@ -128,13 +136,46 @@ STATICFILES_DIRS = [BASE_DIR / "static"] if (BASE_DIR / "static").exists() else 
 LOGIN_URL = "portal:login"
 LOGIN_REDIRECT_URL = "portal:home"
 
+# --- Transport security ------------------------------------------------------
+# Proxies (IPs or CIDRs) whose X-Forwarded-For and X-Forwarded-Proto are
+# believed (relayproject/proxies.py); from anyone else they are ignored, so
+# SECURE_PROXY_SSL_HEADER stays unset on purpose.
+TRUSTED_PROXIES = env.list("TRUSTED_PROXIES", default=[])
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+SECURE_CONTENT_TYPE_NOSNIFF = True
 if not DEBUG:
     SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=True)
     CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=True)
-    SECURE_CONTENT_TYPE_NOSNIFF = True
-    SESSION_COOKIE_HTTPONLY = True
-    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
-SESSION_COOKIE_SAMESITE = "Lax"
+    # Behind a proxy that terminates TLS and redirects itself, turn these off
+    # (or keep them and list the proxy in TRUSTED_PROXIES).
+    SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=True)
+    SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=31_536_000)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool(
+        "SECURE_HSTS_INCLUDE_SUBDOMAINS", default=True
+    )
+    SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=True)
+    # Load balancers probe these over plain HTTP on the inside.
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$"]
+
+# --- Sign-in throttle (django-axes): admin and portal share it --------------
+# Failures are counted in the database, so every web process sees the same
+# count, per (username, client address): a guesser at one address is locked
+# out of that account without locking its owner out everywhere else.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env.int("LOGIN_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = timedelta(minutes=env.int("LOGIN_LOCKOUT_MINUTES", default=15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_CLIENT_IP_CALLABLE = "relayproject.proxies.client_ip"
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_HTTP_RESPONSE_CODE = 429
+# Log lines name the username and address (never the password): a masked
+# lockout line tells an operator nothing.
+AXES_SENSITIVE_PARAMETERS: list[str] = []
 
 # LOG_FORMAT=json: one JSON object per line with the ids in play
 # (relayproject/logs.py); the default is one human-readable line.
@@ -142,6 +183,9 @@ LOG_FORMAT = env.str("LOG_FORMAT", default="plain").strip().lower()
 if LOG_FORMAT not in ("plain", "json"):
     raise ImproperlyConfigured(f"LOG_FORMAT must be plain or json, not {LOG_FORMAT!r}")
 LOGGING = logging_config(log_format=LOG_FORMAT, level=env("LOG_LEVEL", default="INFO"))
+# Successful sign-ins (INFO) and lockouts (WARNING), with username and address.
+LOGGING["loggers"]["axes"] = {"level": "INFO"}
+LOGGING["loggers"]["axes.apps"] = {"level": "WARNING"}  # not its banner per command
 
 # --- webhook-relay (CONTRACT.md section 2) ---------------------------------
 BATCH_SIZE = env.int("BATCH_SIZE", default=50)

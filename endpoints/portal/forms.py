@@ -6,10 +6,7 @@ from __future__ import annotations
 import re
 
 from django import forms
-from django.contrib.auth.forms import AuthenticationForm
 from django.core.exceptions import ValidationError
-
-from endpoints.portal import throttle
 
 STATUS_CHOICES = [
     ("", "any status"),
@@ -18,30 +15,6 @@ STATUS_CHOICES = [
     ("succeeded", "succeeded"),
     ("dead", "dead"),
 ]
-
-
-def client_ip(request) -> str:
-    return request.META.get("REMOTE_ADDR", "") if request else ""
-
-
-class LoginForm(AuthenticationForm):
-    error_messages = {
-        **AuthenticationForm.error_messages,
-        "throttled": "Too many failed sign-ins. Try again in 15 minutes.",
-    }
-
-    def clean(self):
-        username = self.cleaned_data.get("username") or ""
-        ip = client_ip(self.request)
-        if throttle.login_blocked(username=username, ip=ip):
-            raise ValidationError(self.error_messages["throttled"], code="throttled")
-        try:
-            cleaned = super().clean()
-        except ValidationError:
-            throttle.login_failed(username=username, ip=ip)
-            raise
-        throttle.login_succeeded(username=username, ip=ip)
-        return cleaned
 
 
 def split_types(value: str) -> list[str]:

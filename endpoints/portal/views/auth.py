@@ -9,13 +9,14 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from endpoints.portal.forms import LoginForm
 from endpoints.portal.selectors import memberships_of
 
 
 class LoginView(auth_views.LoginView):
+    """Failed sign-ins are counted, and locked out with a 429, by django-axes
+    (settings: AXES_*), the same throttle as the admin's."""
+
     template_name = "portal/login.html"
-    authentication_form = LoginForm
     redirect_authenticated_user = True
 
 

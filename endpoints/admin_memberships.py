@@ -1,0 +1,160 @@
+"""Merchant memberships in the admin: who may grant them, and the log of each grant.
+
+A membership opens a merchant's signing secrets in the portal, so granting one
+is its own permission (`endpoints.grant_membership`, or superuser), not
+"change merchant" or "change membership"; nobody grants or changes their own;
+every grant, change and removal gets an admin log entry and a log line.
+Users and groups are guarded the same way: only superusers give admin rights.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django import forms
+from django.contrib import admin
+from django.contrib.admin.models import ADDITION, CHANGE, DELETION, LogEntry
+from django.contrib.auth.admin import GroupAdmin, UserAdmin
+from django.contrib.auth.models import Group, User
+
+from endpoints.models import Membership
+
+logger = logging.getLogger(__name__)
+
+GRANT_PERMISSION = "endpoints.grant_membership"
+
+
+def may_grant_memberships(user) -> bool:
+    """A membership opens a merchant's secrets: only superusers and holders of
+    its own permission may change them (not "change merchant/membership")."""
+    return user.is_active and (user.is_superuser or user.has_perm(GRANT_PERMISSION))
+
+
+class MembershipFormSet(forms.BaseInlineFormSet):
+    """Nobody, superusers included, grants or changes a membership of their own."""
+
+    acting_user = None  # set per request by MembershipInline.get_formset
+
+    def clean(self) -> None:
+        super().clean()
+        for form in self.forms:
+            if not form.has_changed() or not hasattr(form, "cleaned_data"):
+                continue
+            user = form.cleaned_data.get("user")
+            if user and user.pk == self.acting_user.pk:
+                logger.warning(
+                    "membership self-grant refused user_id=%s merchant_id=%s",
+                    self.acting_user.pk,
+                    self.instance.pk,
+                )
+                form.add_error(
+                    "user" if "user" in form.fields else None,
+                    "You cannot grant or change a membership of your own.",
+                )
+
+
+class MembershipInline(admin.TabularInline):
+    model = Membership
+    formset = MembershipFormSet
+    extra = 0
+    raw_id_fields = ("user",)
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("user")
+
+    def get_formset(self, request, obj=None, **kwargs):
+        formset = super().get_formset(request, obj, **kwargs)
+        formset.acting_user = request.user
+        return formset
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return may_grant_memberships(request.user)
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return may_grant_memberships(request.user)
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return may_grant_memberships(request.user)
+
+    def has_view_permission(self, request, obj=None) -> bool:
+        return super().has_view_permission(request, obj) or may_grant_memberships(
+            request.user
+        )
+
+
+class MembershipGrantsLogged:
+    """For the merchant admin that carries MembershipInline."""
+
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        if (
+            request.method == "POST"
+            and any(name.startswith("membership_set-") for name in request.POST)
+            and not may_grant_memberships(request.user)
+        ):
+            # The inline is not there for them, so Django would drop these
+            # fields silently; say in the log that someone tried.
+            logger.warning(
+                "membership change refused (no grant_membership permission) "
+                "user_id=%s merchant_id=%s",
+                request.user.pk,
+                object_id,
+            )
+        return super().changeform_view(request, object_id, form_url, extra_context)
+
+    def save_formset(self, request, form, formset, change) -> None:
+        super().save_formset(request, form, formset, change)
+        if formset.model is not Membership:
+            return
+        # Each membership change gets its own admin log entry and log line,
+        # beside the merchant's, so "who gave whom access" is one query.
+        flags = {"added": ADDITION, "changed": CHANGE, "removed": DELETION}
+        changes = [
+            *(("added", m) for m in formset.new_objects),
+            *(("changed", m) for m, _fields in formset.changed_objects),
+            *(("removed", m) for m in formset.deleted_objects),
+        ]
+        for what, membership in changes:
+            LogEntry.objects.log_actions(
+                user_id=request.user.pk,
+                queryset=[membership],
+                action_flag=flags[what],
+                change_message=f"Membership {what}: {membership}",
+                single_object=True,
+            )
+            logger.info(
+                "membership %s by user_id=%s: user_id=%s merchant_id=%s role=%s",
+                what,
+                request.user.pk,
+                membership.user_id,
+                membership.merchant_id,
+                membership.role,
+            )
+
+
+class GuardedUserAdmin(UserAdmin):
+    """Only superusers hand out admin rights: others cannot make anyone (themselves
+    included) staff or superuser, nor give permissions or groups."""
+
+    def get_readonly_fields(self, request, obj=None):
+        fields = tuple(super().get_readonly_fields(request, obj))
+        if request.user.is_superuser:
+            return fields
+        return (*fields, "is_staff", "is_superuser", "groups", "user_permissions")
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        if obj is not None and obj.is_superuser and not request.user.is_superuser:
+            return False
+        return super().has_change_permission(request, obj)
+
+
+class GuardedGroupAdmin(GroupAdmin):
+    """A group's permissions are admin rights too: superusers only."""
+
+    def get_readonly_fields(self, request, obj=None):
+        fields = tuple(super().get_readonly_fields(request, obj))
+        return fields if request.user.is_superuser else (*fields, "permissions")
+
+
+for _model, _guarded in ((User, GuardedUserAdmin), (Group, GuardedGroupAdmin)):
+    admin.site.unregister(_model)
+    admin.site.register(_model, _guarded)
