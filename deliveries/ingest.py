@@ -1,16 +1,16 @@
 """Publishing as the REST API needs it: idempotent single events, mixed batches.
 
-Idempotency-Key: one event per (scope, key), whatever the race. The unique
-constraint on Event(idempotency_scope, idempotency_key) decides who created
-the event; nothing checks first and inserts after. On PostgreSQL a
-second request would block on the first one's uncommitted index entry until
-that transaction ends, so each request first takes a transaction-scoped
-advisory lock on hashtext(scope:key) with pg_try_advisory_xact_lock: if
-another request holds it, this one answers 409 at once instead of waiting
-(CONTRACT: "a concurrent request with a key still in progress answers 409").
-A hash collision between two different keys only costs a spurious 409, which
-the client retries. SQLite serialises writers (BEGIN IMMEDIATE), so there the
-second request waits and then sees the first one's event.
+Idempotency-Key: one event per (scope, key), whatever the race. On
+PostgreSQL each request first takes a transaction-scoped advisory lock on
+hashtext(scope:key) with pg_try_advisory_xact_lock: if another request holds
+it, this one answers 409 at once instead of waiting (CONTRACT: "a concurrent
+request with a key still in progress answers 409"). Holding that lock, it
+looks the key up and inserts only if it is new: events are partitioned by
+day there, and a unique index on a partitioned table must include the
+partition key, so the index alone cannot see a key used on another day. A
+hash collision between two different keys only costs a spurious 409, which
+the client retries. SQLite serialises writers (BEGIN IMMEDIATE) and keeps
+the plain unique constraint, which decides there.
 """
 
 from __future__ import annotations
@@ -55,6 +55,9 @@ def event_publish_idempotent(
     with transaction.atomic():
         if not _lock_key(scope=scope, key=key):
             raise IdempotencyInProgress(key)
+        existing = _event_with_key(scope=scope, key=key)
+        if existing is not None:
+            return _replayed(existing, fingerprint=fingerprint, key=key)
         try:
             with transaction.atomic():
                 event = event_publish(
@@ -66,15 +69,21 @@ def event_publish_idempotent(
                 )
             return event, False
         except IntegrityError:
-            existing = Event.objects.filter(
-                idempotency_scope=scope, idempotency_key=key
-            ).first()
+            existing = _event_with_key(scope=scope, key=key)
     if existing is None:
         # The other transaction rolled back between our insert and our read.
         raise IdempotencyInProgress(key)
-    if existing.request_fingerprint != fingerprint:
+    return _replayed(existing, fingerprint=fingerprint, key=key)
+
+
+def _event_with_key(*, scope: str, key: str) -> Event | None:
+    return Event.objects.filter(idempotency_scope=scope, idempotency_key=key).first()
+
+
+def _replayed(event: Event, *, fingerprint: str, key: str) -> tuple[Event, bool]:
+    if event.request_fingerprint != fingerprint:
         raise IdempotencyMismatch(key)
-    return existing, True
+    return event, True
 
 
 def events_publish_mixed(

@@ -52,8 +52,15 @@ class Delivery(models.Model):
         DEAD = "dead", "Dead"
 
     id = models.CharField(primary_key=True, max_length=40, default=new_delivery_id)
+    # No database constraint: on PostgreSQL the history tables are partitioned
+    # by day (migration 0006) and a foreign key into one would make dropping
+    # a day check every reference. deliveries.retention removes an event only
+    # with its last delivery.
     event = models.ForeignKey(
-        Event, on_delete=models.CASCADE, related_name="deliveries"
+        Event,
+        on_delete=models.CASCADE,
+        related_name="deliveries",
+        db_constraint=False,
     )
     endpoint = models.ForeignKey(
         "endpoints.Endpoint", on_delete=models.CASCADE, related_name="deliveries"
@@ -124,8 +131,13 @@ class Attempt(models.Model):
         DEAD = "dead", "Dead"
         GONE = "gone", "Gone (endpoint disabled)"
 
+    # No database constraint, for the same reason as Delivery.event; attempts
+    # are partitioned by delivery_id, so they go with their delivery's day.
     delivery = models.ForeignKey(
-        Delivery, on_delete=models.CASCADE, related_name="attempts"
+        Delivery,
+        on_delete=models.CASCADE,
+        related_name="attempts",
+        db_constraint=False,
     )
     # Denormalised so per-endpoint latency over 24 h is one index range scan.
     endpoint = models.ForeignKey(

@@ -14,5 +14,6 @@ Read in this order:
 - ``recording.py``   one outcome the database refuses cannot sink its flush.
 - ``counters.py``    the /metrics counters, summed across processes.
 - ``wakeup.py``      how an idle dispatcher waits (LISTEN/NOTIFY or a timer).
-- ``maintenance.py`` periodic work besides sending (endpoint statistics).
+- ``maintenance.py`` periodic work besides sending (endpoint statistics, day
+                     partitions of the history tables made ahead).
 """

@@ -1,20 +1,29 @@
-"""Periodic work a dispatcher does besides sending: heartbeat, endpoint statistics."""
+"""Periodic work a dispatcher does besides sending: heartbeat, endpoint
+statistics, day partitions of the history made ahead.
+
+Each step keeps its own schedule. Steps that are cluster-wide run, on
+PostgreSQL, in one dispatcher at a time: a session advisory lock (try, never
+wait) elects the dispatcher that does it; the others skip this round.
+"""
 
 from __future__ import annotations
 
 import logging
 import time
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db import connection
 
+from deliveries import partitions
 from deliveries.stats import endpoint_stats_refresh
 
 logger = logging.getLogger(__name__)
 
 STATS_EVERY_SECONDS = 60.0
 STATS_LOCK_KEY = 0x72656C6179  # "relay": one advisory lock id for the whole cluster
+PARTITIONS_EVERY_SECONDS = 3600.0
+PARTITIONS_LOCK_KEY = STATS_LOCK_KEY + 1
 
 
 class Maintenance:
@@ -28,12 +37,24 @@ class Maintenance:
             step(now)
 
 
-class StatsRefresher:
-    """Refresh endpoint stats about once a minute, one dispatcher at a time.
+def _elected(lock_key: int, work: Callable[[], object]) -> bool:
+    """Run `work` unless another dispatcher holds `lock_key`; False if one does."""
+    if connection.vendor != "postgresql":
+        work()
+        return True
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s)", [lock_key])
+        if not cursor.fetchone()[0]:
+            return False
+        try:
+            work()
+        finally:
+            cursor.execute("SELECT pg_advisory_unlock(%s)", [lock_key])
+    return True
 
-    On PostgreSQL a session advisory lock (try, never wait) elects the
-    dispatcher that does it; the others skip this round.
-    """
+
+class StatsRefresher:
+    """Refresh endpoint stats about once a minute, one dispatcher at a time."""
 
     def __init__(self, every: float = STATS_EVERY_SECONDS) -> None:
         self.every = every
@@ -43,15 +64,42 @@ class StatsRefresher:
         if time.monotonic() < self._next:
             return
         self._next = time.monotonic() + self.every
-        if connection.vendor != "postgresql":
-            endpoint_stats_refresh(now=now)
+
+        def refresh() -> None:
+            count = endpoint_stats_refresh(now=now)
+            logger.info("refreshed stats of %d endpoints", count)
+
+        _elected(STATS_LOCK_KEY, refresh)
+
+
+class PartitionKeeper:
+    """Keep day partitions of the history tables ready `ahead_days` ahead.
+
+    Runs at a dispatcher's first maintenance and then hourly, so a fresh
+    install or a fleet back from a long outage closes the gap at once; rows
+    made while their day had no partition wait in the default partition and
+    move into the day's partition when it is made.
+    """
+
+    def __init__(
+        self,
+        every: float = PARTITIONS_EVERY_SECONDS,
+        ahead_days: int = partitions.AHEAD_DAYS,
+    ) -> None:
+        self.every = every
+        self.ahead_days = ahead_days
+        self._next = time.monotonic()
+
+    def __call__(self, now: datetime) -> None:
+        if time.monotonic() < self._next:
             return
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_try_advisory_lock(%s)", [STATS_LOCK_KEY])
-            if not cursor.fetchone()[0]:
-                return
-            try:
-                count = endpoint_stats_refresh(now=now)
-                logger.info("refreshed stats of %d endpoints", count)
-            finally:
-                cursor.execute("SELECT pg_advisory_unlock(%s)", [STATS_LOCK_KEY])
+        self._next = time.monotonic() + self.every
+        if not partitions.partitioned():
+            return
+        today = now.date()
+        _elected(
+            PARTITIONS_LOCK_KEY,
+            lambda: partitions.partitions_ensure(
+                first=today, last=today + timedelta(days=self.ahead_days)
+            ),
+        )

@@ -6,6 +6,7 @@ from datetime import datetime, timedelta
 
 from deliveries.models import Attempt, Delivery, Event
 from endpoints.models import Endpoint
+from relayproject.ids import new_id
 
 
 def delivery(
@@ -23,13 +24,17 @@ def delivery(
     event: Event | None = None,
     with_attempts: bool = False,
 ) -> Delivery:
+    # Ids carry their creation time (and on PostgreSQL pick the partition):
+    # made at created_at, as they would have been.
     event = event or Event.objects.create(
+        id=new_id("evt", at=created_at),
         merchant=endpoint.merchant,
         type="payment.captured",
         data={},
         created_at=created_at,
     )
     d = Delivery.objects.create(
+        id=new_id("dlv", at=created_at),
         event=event,
         endpoint=endpoint,
         status=status,
@@ -63,3 +68,40 @@ def delivery(
                 outcome=status if last and status in ("succeeded", "dead") else "retry",
             )
     return d
+
+
+def history(endpoint: Endpoint, other: Endpoint, *, old: datetime, now: datetime):
+    """One old row in each state, one recent succeeded one, and an old event
+    shared by a succeeded delivery and one still pending (to `other`)."""
+    rows = {
+        status: delivery(
+            endpoint,
+            status=status,
+            created_at=old,
+            attempts=2,
+            with_attempts=True,
+            succeeded_at=old if status == "succeeded" else None,
+            dead_at=old if status == "dead" else None,
+        )
+        for status in ("pending", "delivering", "succeeded", "dead")
+    }
+    rows["recent"] = delivery(
+        endpoint,
+        status="succeeded",
+        created_at=now,
+        succeeded_at=now,
+        attempts=1,
+        with_attempts=True,
+    )
+    rows["shared"] = delivery(
+        endpoint,
+        status="succeeded",
+        created_at=old,
+        succeeded_at=old,
+        attempts=1,
+        with_attempts=True,
+    )
+    rows["shared_pending"] = delivery(
+        other, status="pending", created_at=old, event=rows["shared"].event
+    )
+    return rows

@@ -98,41 +98,11 @@ def test_refresh_endpoint_stats_reports_the_endpoints_it_refreshed():
 
 @pytest.fixture
 def history():
-    """One old row in each state, one recent succeeded one, and an event shared by two."""
     endpoint = factories.endpoint()
     other = factories.endpoint(endpoint.merchant, url="http://127.0.0.1:9/other")
-    old = utcnow() - timedelta(days=40)
-    rows = {
-        status: seed.delivery(
-            endpoint,
-            status=status,
-            created_at=old,
-            attempts=2,
-            with_attempts=True,
-            succeeded_at=old if status == "succeeded" else None,
-            dead_at=old if status == "dead" else None,
-        )
-        for status in ("pending", "delivering", "succeeded", "dead")
-    }
-    rows["recent"] = seed.delivery(
-        endpoint,
-        status="succeeded",
-        created_at=utcnow(),
-        succeeded_at=utcnow(),
-        attempts=1,
-        with_attempts=True,
+    return seed.history(
+        endpoint, other, old=utcnow() - timedelta(days=40), now=utcnow()
     )
-    # An event whose other delivery is still pending must stay.
-    rows["shared"] = seed.delivery(
-        endpoint,
-        status="succeeded",
-        created_at=old,
-        succeeded_at=old,
-        attempts=1,
-        with_attempts=True,
-    )
-    seed.delivery(other, status="pending", created_at=old, event=rows["shared"].event)
-    return rows
 
 
 def test_prune_deletes_old_succeeded_with_attempts_and_orphaned_events(history):

@@ -14,7 +14,8 @@ class Command(BaseCommand):
     help = (
         "Delete succeeded deliveries finished more than DAYS ago, their attempts "
         "and the events left without deliveries. Pending and in-flight deliveries "
-        "are never touched; dead letters only with --include-dead."
+        "are never touched; dead letters only with --include-dead. On PostgreSQL "
+        "whole days are dropped: the cutoff is the start of the UTC day DAYS ago."
     )
 
     def add_arguments(self, parser) -> None:
@@ -38,7 +39,9 @@ class Command(BaseCommand):
             batch_size=max(1, options["batch_size"]),
         )
         verb = "would delete" if options["dry_run"] else "deleted"
+        days = f"; dropped {result.partitions} partitions" if result.partitions else ""
         self.stdout.write(
             f"{verb} {result.deliveries} deliveries, {result.attempts} attempts, "
-            f"{result.events} events (finished before {before:%Y-%m-%d %H:%M} UTC)"
+            f"{result.events} events (finished before "
+            f"{result.before:%Y-%m-%d %H:%M} UTC{days})"
         )

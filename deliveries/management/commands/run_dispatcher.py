@@ -10,7 +10,11 @@ from django.core.management.base import BaseCommand
 
 from deliveries.dispatch.dispatcher import Dispatcher
 from deliveries.dispatch.heartbeat import Heartbeat
-from deliveries.dispatch.maintenance import Maintenance, StatsRefresher
+from deliveries.dispatch.maintenance import (
+    Maintenance,
+    PartitionKeeper,
+    StatsRefresher,
+)
 from deliveries.dispatch.transport import Sender
 from deliveries.dispatch.wakeup import make_waker
 
@@ -54,7 +58,7 @@ class Command(BaseCommand):
             lease_seconds=lease,
             poll_interval=settings.POLL_INTERVAL_SECONDS,
             waker=make_waker(),
-            maintenance=Maintenance(heartbeat, StatsRefresher()),
+            maintenance=Maintenance(heartbeat, StatsRefresher(), PartitionKeeper()),
         )
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: dispatcher.stop())
