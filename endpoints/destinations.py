@@ -1,9 +1,10 @@
-"""Which URLs the relay may call, and an HTTP session that keeps to them.
+"""Which URLs the relay may call (CONTRACT section 4).
 
-Contract section 4: redirects are never followed, and unless private
-destinations are allowed, a host that resolves to any non-global address is
-refused, both when an endpoint is saved and again at send time. No Django
-imports: this module must load (and be tested) without settings.
+Unless private destinations are allowed, a host that resolves to any
+non-global address is refused, both when an endpoint is saved and again at
+send time (the dispatcher's resolver, deliveries/dispatch/resolver.py,
+connects only to the addresses check_host returned). No Django imports: this
+module must load (and be tested) without settings.
 """
 
 from __future__ import annotations
@@ -13,8 +14,6 @@ import socket
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
-import requests
-import requests_hardened
 from requests_hardened.ip_filter import EXTRA_BLOCKED_NET_RANGES
 
 ALLOWED_SCHEMES = frozenset({"http", "https"})
@@ -129,24 +128,3 @@ def url_host_and_port(url: str) -> tuple[str, int]:
     if port == 0:
         raise DestinationRefused("port 0 is not valid")
     return host, port or DEFAULT_PORTS[parts.scheme]
-
-
-def build_session(*, allow_private: bool, user_agent: str) -> requests.Session:
-    """A session that never follows redirects and, unless allow_private, connects
-    only to the address it resolved and checked itself (no second lookup).
-
-    requests-hardened checks only the first address it resolves, so callers also
-    run check_url at send time; that one refuses if any address is non-public.
-    """
-    config = requests_hardened.Config(
-        ip_filter_enable=not allow_private,
-        ip_filter_allow_loopback_ips=False,
-        never_redirect=True,
-        default_timeout=None,  # the caller passes its own timeout on every request
-        user_agent_override=user_agent,
-    )
-    session = requests_hardened.Manager(config).get_session()
-    # An environment proxy would resolve the name itself, after our check, and
-    # ~/.netrc would add credentials to a merchant's URL: neither may apply.
-    session.trust_env = False
-    return session

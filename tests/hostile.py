@@ -77,6 +77,12 @@ def reset_after(data: bytes) -> Behaviour:
     return behave
 
 
+async def hang_up(writer: Writer) -> None:
+    """Close the connection cleanly (FIN) without a byte of an answer."""
+    writer.close()
+    await writer.wait_closed()
+
+
 def gzip_bomb(inflated_bytes: int = 50_000_000) -> bytes:
     """A small gzip body that inflates to inflated_bytes of zeros."""
     return gzip.compress(b"\0" * inflated_bytes, compresslevel=9)
@@ -182,6 +188,18 @@ CASES = [
         "reset-mid-body",
         # Fewer bytes than any body limit: the attempt needed more than it got.
         reset_after(head("200 OK", length=10_000) + b"y" * 10),
+        None,
+        "connection_error",
+    ),
+    Case(
+        "reset-mid-headers",
+        reset_after(b"HTTP/1.1 200 OK\r\nX-Half: a"),
+        None,
+        "connection_error",
+    ),
+    Case(
+        "closed-without-answering",
+        hang_up,
         None,
         "connection_error",
     ),

@@ -106,10 +106,16 @@ class Dispatchers:
         self.logs = logs
         self.started: list[DispatcherProcess] = []
 
-    def start(self, *args: str, database_url: str | None = None) -> DispatcherProcess:
+    def start(
+        self,
+        *args: str,
+        database_url: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> DispatcherProcess:
+        """A child with the test's database; env adds or overrides settings."""
         process = DispatcherProcess(
             list(args),
-            env=child_env(database_url=database_url),
+            env={**child_env(database_url=database_url), **(env or {})},
             logs=self.logs / f"dispatcher-{len(self.started)}",
         )
         self.started.append(process)

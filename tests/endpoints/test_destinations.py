@@ -3,23 +3,17 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import pytest
-import requests
 
 from endpoints.destinations import (
     DestinationRefused,
-    build_session,
     check_url,
     is_public_address,
 )
 
 PUBLIC_IP = "93.184.215.14"
-USER_AGENT = "webhook-relay-test/1.0"
 
 
 def resolver(answers: dict[str, list[str]]):
@@ -236,100 +230,3 @@ def test_module_imports_without_django() -> None:
         "assert not [m for m in sys.modules if m.split('.')[0] == 'django']"
     )
     subprocess.run([sys.executable, "-c", code], cwd=root, check=True)
-
-
-# --- build_session against a real server on 127.0.0.1 -------------------------
-
-
-class RecordingServer(HTTPServer):
-    # Single-threaded on purpose: requests are handled in the order they
-    # connect, so "a later request was served" proves no earlier one arrived.
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), RecordingHandler)
-        self.paths: list[str] = []
-        self.user_agents: list[str] = []
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}"
-
-
-class RecordingHandler(BaseHTTPRequestHandler):
-    server: RecordingServer
-
-    def do_GET(self) -> None:
-        self.server.paths.append(self.path)
-        self.server.user_agents.append(self.headers.get("User-Agent", ""))
-        if self.path == "/redirect":
-            self.send_response(302)
-            self.send_header("Location", "/target")
-        else:
-            self.send_response(200)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-
-@pytest.fixture
-def server() -> Iterator[RecordingServer]:
-    srv = RecordingServer()
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
-    thread.start()
-    yield srv
-    srv.shutdown()
-    srv.server_close()
-    thread.join()
-
-
-@pytest.mark.parametrize("host", ["127.0.0.1", "localhost"])
-def test_session_refuses_to_connect_to_loopback(
-    server: RecordingServer, host: str
-) -> None:
-    port = server.server_address[1]
-    session = build_session(allow_private=False, user_agent=USER_AGENT)
-    with pytest.raises(requests.RequestException):
-        session.get(f"http://{host}:{port}/refused", timeout=5)
-
-    allowed = build_session(allow_private=True, user_agent=USER_AGENT)
-    allowed.get(f"{server.base_url}/after", timeout=5)
-    assert server.paths == ["/after"]
-
-
-def test_session_with_allow_private_reaches_loopback(server: RecordingServer) -> None:
-    session = build_session(allow_private=True, user_agent=USER_AGENT)
-    response = session.get(f"{server.base_url}/hook", timeout=5)
-    assert response.status_code == 200
-    assert server.paths == ["/hook"]
-
-
-def test_session_returns_a_redirect_without_following_it(
-    server: RecordingServer,
-) -> None:
-    session = build_session(allow_private=True, user_agent=USER_AGENT)
-    # allow_redirects=True is what requests does by default; it must not matter.
-    response = session.get(
-        f"{server.base_url}/redirect", timeout=5, allow_redirects=True
-    )
-    assert response.status_code == 302
-    assert server.paths == ["/redirect"]
-
-
-def test_session_sends_the_configured_user_agent(server: RecordingServer) -> None:
-    session = build_session(allow_private=True, user_agent=USER_AGENT)
-    session.get(f"{server.base_url}/hook", timeout=5)
-    assert server.user_agents == [USER_AGENT]
-
-
-def test_session_ignores_proxies_from_the_environment(
-    server: RecordingServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # A proxy would resolve the host itself, after check_url; port 9 is discard.
-    for name in ("NO_PROXY", "no_proxy"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
-    session = build_session(allow_private=True, user_agent=USER_AGENT)
-    response = session.get(f"{server.base_url}/direct", timeout=5)
-    assert response.status_code == 200
-    assert server.paths == ["/direct"]

@@ -178,6 +178,23 @@ def test_the_send_connects_to_the_checked_address_with_the_url_host(listener):
     assert resolve.calls == [("relay-test.example", listener.port)]
 
 
+def test_proxies_and_netrc_from_the_environment_are_ignored(
+    listener, monkeypatch, tmp_path
+):
+    # A proxy would resolve the host itself, after the check; port 9 is discard.
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
+    netrc = tmp_path / "netrc"
+    netrc.write_text("machine 127.0.0.1 login user password secret\n")
+    monkeypatch.setenv("NETRC", str(netrc))
+
+    result = send(listener.url("ok"), allow_private=True)
+
+    assert result.status_code == 200
+    assert "Authorization" not in listener.headers[-1]
+
+
 # --- TLS: verified against the URL's host name, which SNI carries ----------------
 
 
