@@ -131,6 +131,7 @@ CASES = [
         500,
         HTTP_STATUS,
     ),
+    Case("status-999", answer("999 Whatever", b"odd"), 999, HTTP_STATUS),
     Case(
         "gzip-bomb",
         answer("200 OK", GZIP_BOMB, "Content-Encoding: gzip"),

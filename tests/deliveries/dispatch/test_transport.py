@@ -166,6 +166,58 @@ def test_a_slow_connect_is_a_timeout():
     assert result.duration_ms <= (TIMEOUT + MARGIN) * 1000
 
 
+def test_a_tls_handshake_that_never_completes_is_a_timeout():
+    # The kernel completes the TCP handshake for a listener's backlog; nothing
+    # ever accepts, so the client's TLS hello goes unanswered.
+    with socket.create_server(("127.0.0.1", 0), backlog=8) as listener:
+        port = listener.getsockname()[1]
+        result = send(f"https://127.0.0.1:{port}/hook", timeout=TIMEOUT)
+    assert (result.status_code, result.error_kind) == (None, "timeout")
+    assert result.duration_ms <= (TIMEOUT + MARGIN) * 1000
+
+
+def in_flight_at_once(count: int, **options) -> list:
+    """count sends on one sender to a receiver that answers none of them
+    until all count have arrived: they complete only if all are in flight."""
+    arrived = 0
+    all_here = asyncio.Event()
+
+    async def barrier(writer) -> None:
+        nonlocal arrived
+        arrived += 1
+        if arrived == count:
+            all_here.set()
+        await all_here.wait()
+        await reply(head("200 OK", length=0))(writer)
+
+    with HostileReceiver() as rx:
+        rx.behaviours["barrier"] = barrier
+        url = rx.url("barrier")
+
+        async def go():
+            options.setdefault("timeout", 5)
+            sender = AsyncSender(body_limit=LIMIT, allow_private=True, **options)
+            request = OutgoingRequest(url=url, headers={}, body=b"{}")
+            try:
+                return await asyncio.gather(
+                    *(sender.send(request) for _ in range(count))
+                )
+            finally:
+                await sender.close()
+
+        return asyncio.run(go())
+
+
+def test_hundreds_of_sends_are_in_flight_at_once_on_one_sender():
+    results = in_flight_at_once(300)
+    assert {r.status_code for r in results} == {200}
+
+
+def test_the_connection_limit_caps_sends_in_flight():
+    results = in_flight_at_once(20, limit=10, timeout=TIMEOUT)
+    assert {r.error_kind for r in results} == {"timeout"}
+
+
 def test_a_redirect_is_returned_not_followed():
     with Receiver(
         lambda r: Reply(status=302, headers={"Location": "/elsewhere"})
