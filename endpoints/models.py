@@ -6,6 +6,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from endpoints.secret_storage import EncryptedSecretField
 from relayproject.ids import new_endpoint_id
 
 
@@ -97,7 +98,8 @@ class EndpointSecret(models.Model):
     endpoint = models.ForeignKey(
         Endpoint, on_delete=models.CASCADE, related_name="secrets"
     )
-    secret = models.CharField(max_length=100)
+    # A Fernet token in the column, the whsec_ secret in Python (secret_storage).
+    secret = EncryptedSecretField()
     created_at = models.DateTimeField()
     expires_at = models.DateTimeField(null=True, blank=True)
 

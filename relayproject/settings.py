@@ -15,6 +15,8 @@ from pathlib import Path
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
+from endpoints.secret_storage import check_keys as check_encryption_keys
+from endpoints.secret_storage import development_key
 from relayproject.logs import logging_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -217,6 +219,12 @@ SECRET_ROTATION_OVERLAP_SECONDS = env.int(
 RELAY_ALLOW_PRIVATE_DESTINATIONS = env.bool(
     "RELAY_ALLOW_PRIVATE_DESTINATIONS", default=False
 )
+# Fernet keys for signing secrets at rest (endpoints/secret_storage.py): the
+# first encrypts, all decrypt. Production refuses to start without one.
+RELAY_ENCRYPTION_KEYS = env.list("RELAY_ENCRYPTION_KEYS", default=[])
+if not RELAY_ENCRYPTION_KEYS and DEBUG:
+    RELAY_ENCRYPTION_KEYS = [development_key(SECRET_KEY)]
+check_encryption_keys(RELAY_ENCRYPTION_KEYS)
 # The demo receiver (relayproject/demo.py) answers only with DEBUG or this.
 RELAY_DEMO = env.bool("RELAY_DEMO", default=False)
 # Django refuses bodies above this before a view runs; the API has its own

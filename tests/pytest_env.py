@@ -11,3 +11,7 @@ from __future__ import annotations
 import os
 
 os.environ.setdefault("DEBUG", "true")
+# A fixed key, so child processes decrypt what the test process encrypted.
+os.environ.setdefault(
+    "RELAY_ENCRYPTION_KEYS", "dGVzdC1vbmx5LWtleS1mb3Itd2ViaG9vay1yZWxheSE="
+)

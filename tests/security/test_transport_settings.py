@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from cryptography.fernet import Fernet
 from django.test import Client
 
 from tests.acceptance.processes import ROOT
@@ -22,8 +23,9 @@ def production_env(tmp_path, **extra: str) -> dict[str, str]:
         SECRET_KEY=secrets.token_urlsafe(50),
         ALLOWED_HOSTS="relay.example.com",
         DATABASE_URL=f"sqlite:///{tmp_path / 'prod.sqlite3'}",
-        **extra,
+        RELAY_ENCRYPTION_KEYS=Fernet.generate_key().decode(),
     )
+    env.update(extra)
     return env
 
 
@@ -56,6 +58,20 @@ def test_debug_is_off_unless_asked_for(tmp_path):
         env=env,
     )
     assert done.stdout.strip().splitlines()[-1] == "False", done.stderr
+
+
+def test_production_refuses_to_start_without_an_encryption_key(tmp_path):
+    env = production_env(tmp_path)
+    del env["RELAY_ENCRYPTION_KEYS"]
+    done = manage("check", env=env)
+    assert done.returncode != 0
+    assert "Set RELAY_ENCRYPTION_KEYS" in done.stderr
+
+
+def test_a_malformed_encryption_key_is_refused_at_start(tmp_path):
+    done = manage("check", env=production_env(tmp_path, RELAY_ENCRYPTION_KEYS="abc"))
+    assert done.returncode != 0
+    assert "is not a Fernet key" in done.stderr
 
 
 @pytest.fixture

@@ -1,0 +1,111 @@
+"""Signing secrets at rest: encrypted with Fernet keys from RELAY_ENCRYPTION_KEYS.
+
+A database dump must not be every merchant's signing key. `EncryptedSecretField`
+encrypts on the way into the database and decrypts on the way out, so code
+reading `EndpointSecret.secret` (including `values_list("secret")`) gets the
+secret, and the column only ever holds a Fernet token. Each encryption uses a
+fresh IV: the column cannot be filtered on.
+
+Keys rotate with `cryptography`'s MultiFernet: the first key encrypts, every
+listed key decrypts; after adding a new key first, `manage.py
+reencrypt_secrets` re-encrypts every row with it, and the old key can go.
+Decryption happens where rows are loaded, so the dispatcher decrypts each
+live secret once per claimed batch (jobs_load), never per request.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from functools import lru_cache
+
+from cryptography.fernet import Fernet, InvalidToken, MultiFernet
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.db import models, transaction
+
+REENCRYPT_BATCH = 500
+
+
+class SecretDecryptionError(RuntimeError):
+    """A stored secret did not decrypt with any key in RELAY_ENCRYPTION_KEYS."""
+
+
+def development_key(secret_key: str) -> str:
+    """The key DEBUG runs use when none is set: fixed per SECRET_KEY, never production's."""
+    digest = hashlib.sha256(f"relay-dev-encryption:{secret_key}".encode()).digest()
+    return base64.urlsafe_b64encode(digest).decode("ascii")
+
+
+def check_keys(keys: list[str]) -> None:
+    """Refuse to start with no key or a malformed one (settings call this)."""
+    if not keys:
+        raise ImproperlyConfigured(
+            "Set RELAY_ENCRYPTION_KEYS (comma-separated Fernet keys, the first "
+            "encrypts): endpoint signing secrets are encrypted at rest."
+        )
+    for index, key in enumerate(keys):
+        try:
+            Fernet(key)
+        except ValueError:
+            raise ImproperlyConfigured(
+                f"RELAY_ENCRYPTION_KEYS entry {index + 1} is not a Fernet key "
+                "(32 url-safe base64-encoded bytes)."
+            ) from None
+
+
+@lru_cache(maxsize=4)
+def _cipher(keys: tuple[str, ...]) -> MultiFernet:
+    return MultiFernet([Fernet(key) for key in keys])
+
+
+def cipher() -> MultiFernet:
+    return _cipher(tuple(settings.RELAY_ENCRYPTION_KEYS))
+
+
+def encrypt(plain: str) -> str:
+    return cipher().encrypt(plain.encode()).decode("ascii")
+
+
+def decrypt(token: str) -> str:
+    try:
+        return cipher().decrypt(token.encode("ascii")).decode()
+    except (InvalidToken, UnicodeEncodeError):
+        raise SecretDecryptionError(
+            "An endpoint secret does not decrypt with RELAY_ENCRYPTION_KEYS: "
+            "is the key it was encrypted with still listed?"
+        ) from None
+
+
+class EncryptedSecretField(models.TextField):
+    """Text encrypted in the column, plain in Python."""
+
+    def from_db_value(self, value, expression, connection):
+        return None if value is None else decrypt(value)
+
+    def get_prep_value(self, value):
+        value = super().get_prep_value(value)
+        return None if value is None else encrypt(value)
+
+
+def secrets_reencrypt() -> int:
+    """Re-encrypt every stored secret with the first key; the number of rows."""
+    from endpoints.models import EndpointSecret
+
+    done = 0
+    last_pk = 0
+    while True:
+        with transaction.atomic():
+            rows = list(
+                EndpointSecret.objects.select_for_update()
+                .filter(pk__gt=last_pk)
+                .order_by("pk")
+                .values_list("pk", "secret")[:REENCRYPT_BATCH]
+            )
+            for pk, plain in rows:
+                # Saving the decrypted value encrypts it with the first key.
+                EndpointSecret.objects.filter(pk=pk).update(secret=plain)
+        if not rows:
+            return done
+        done += len(rows)
+        last_pk = rows[-1][0]
