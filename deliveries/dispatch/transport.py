@@ -143,7 +143,10 @@ class AsyncSender:
                 excerpt, complete = await self._read_excerpt(response)
         except TimeoutError:
             if response is None:
-                return result(errors.TIMEOUT, f"no response within {self.timeout:g} s")
+                return result(
+                    errors.TIMEOUT,
+                    f"no complete response head within {self.timeout:g} s",
+                )
             return result(
                 errors.TIMEOUT,
                 f"status {response.status}, but the body did not arrive "
@@ -244,4 +247,7 @@ def _error_kind(exc: Exception) -> str:
 
 
 def _short(exc: BaseException) -> str:
+    if isinstance(exc, aiohttp.ClientResponseError):
+        # Its status is aiohttp's (400 = "could not parse"), not the receiver's.
+        return f"the response could not be parsed: {exc.message}"[:500]
     return f"{type(exc).__name__}: {exc}"[:500]

@@ -100,6 +100,13 @@ def test_any_retry_after_comes_back_raw_and_parses_without_raising(
     assert (min(parsed, 3600.0) if parsed is not None else None) == seconds
 
 
+def test_a_head_that_cannot_be_parsed_says_so_without_a_made_up_status(hostile):
+    result = send(hostile.url("ten-thousand-headers"))
+    assert result.error_message == (
+        "the response could not be parsed: Too many headers received"
+    )
+
+
 def test_a_body_with_nul_and_invalid_utf8_comes_back_as_text(hostile):
     result = send(hostile.url("nul-body"))
     assert result.body_excerpt.startswith("before\x00\x00after \ufffd")
