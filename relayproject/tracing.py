@@ -37,13 +37,15 @@ F = TypeVar("F", bound=Callable)
 
 
 def tracing_wanted(environ: dict[str, str] | None = None) -> bool:
-    """True when OTEL_* variables ask this process to export traces."""
+    """True when OTEL_* variables ask for the SDK in this process.
+
+    OTEL_TRACES_EXPORTER=none gives the SDK without an exporter (spans are
+    made and dropped: the benchmark's middle row). Nothing set: no SDK at all.
+    """
     environ = os.environ if environ is None else environ
     if environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
         return False
     exporter = environ.get("OTEL_TRACES_EXPORTER", "").strip().lower()
-    if exporter == "none":
-        return False
     return bool(
         exporter
         or environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
@@ -68,15 +70,15 @@ def tracing_configure(environ: dict[str, str] | None = None) -> bool:
 
     service = environ.get("OTEL_SERVICE_NAME") or "webhook-relay"
     provider = TracerProvider(resource=Resource.create({SERVICE_NAME: service}))
-    if environ.get("OTEL_TRACES_EXPORTER", "").strip().lower() == "console":
-        exporter = ConsoleSpanExporter()
-    else:
+    exporter_name = environ.get("OTEL_TRACES_EXPORTER", "otlp").strip().lower()
+    if exporter_name == "console":
+        provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter()))
+    elif exporter_name != "none":  # "none": spans are made, sampled, not exported
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
             OTLPSpanExporter,
         )
 
-        exporter = OTLPSpanExporter()
-    provider.add_span_processor(BatchSpanProcessor(exporter))
+        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
     trace.set_tracer_provider(provider)
     _instrument_django()
     _configured = True

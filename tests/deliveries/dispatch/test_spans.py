@@ -1,0 +1,105 @@
+"""The send span's attributes, outcome and links, from a real Job and SendResult."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime
+
+import pytest
+from opentelemetry.trace import SpanKind, StatusCode
+
+from deliveries.dispatch import spans as dispatch_spans
+from deliveries.dispatch.jobs import Job
+from deliveries.dispatch.transport import SendResult
+
+PUBLISH = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+
+def _job(**changes) -> Job:
+    job = Job(
+        delivery_id="dlv_1",
+        event_id="evt_1",
+        endpoint_id="ep_1",
+        url="https://user:pw@hooks.example.com:8443/in/x?token=s3cret#frag",
+        body=b'{"data": {"card": "4242"}}',
+        secrets=["whsec_c2VjcmV0"],
+        attempt_count=2,
+        budget_start=0,
+        max_attempts=3,
+        rate_limit_per_second=None,
+        is_probe=False,
+        lease_until=datetime(2026, 12, 3, tzinfo=UTC),
+    )
+    job = dataclasses.replace(job, **changes)
+    object.__setattr__(job, "traceparent", PUBLISH)
+    return job
+
+
+@pytest.mark.parametrize(
+    ("url", "traced"),
+    [
+        ("https://a.example/x?q=1", "https://a.example/x"),
+        ("http://u:p@127.0.0.1:8080/h#f", "http://127.0.0.1:8080/h"),
+        ("https://[::1]:9/p", "https://[::1]:9/p"),
+    ],
+)
+def test_the_traced_url_has_no_query_fragment_or_credentials(url, traced):
+    assert dispatch_spans.url_without_query(url) == traced
+
+
+def test_a_send_span_follows_the_http_client_conventions_and_links_the_publish(spans):
+    job = _job()
+    span = dispatch_spans.send_span_start(job, worker_id="w1")
+    dispatch_spans.send_span_end(
+        span, job, SendResult(status_code=503, duration_ms=12.5)
+    )
+
+    sent = spans.one("POST")
+    assert sent.kind == SpanKind.CLIENT
+    assert sent.attributes["http.request.method"] == "POST"
+    assert sent.attributes["url.full"] == "https://hooks.example.com:8443/in/x"
+    assert sent.attributes["server.address"] == "hooks.example.com"
+    assert sent.attributes["server.port"] == 8443
+    assert sent.attributes["http.response.status_code"] == 503
+    assert sent.attributes["error.type"] == "503"
+    assert sent.attributes["relay.attempt"] == 3
+    # The third of three attempts failing with a retryable status: dead.
+    assert sent.attributes["relay.outcome"] == "dead"
+    assert sent.status.status_code == StatusCode.ERROR
+    assert [
+        (format(link.context.trace_id, "032x"), format(link.context.span_id, "016x"))
+        for link in sent.links
+    ] == [("0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331")]
+    text = spans.text()
+    for secret in ("s3cret", "4242", "whsec_", "pw@"):
+        assert secret not in text
+
+
+def test_a_transport_error_is_the_error_type_and_a_success_has_none(spans):
+    first = _job(attempt_count=0)
+    span = dispatch_spans.send_span_start(first, worker_id="w1")
+    dispatch_spans.send_span_end(
+        span, first, SendResult(status_code=None, duration_ms=3000, error_kind="timeout")
+    )
+    span = dispatch_spans.send_span_start(first, worker_id="w1")
+    dispatch_spans.send_span_end(span, first, SendResult(status_code=200, duration_ms=9))
+
+    failed, ok = spans.named("POST")
+    assert failed.attributes["error.type"] == "timeout"
+    assert failed.attributes["relay.outcome"] == "retry"
+    assert "http.response.status_code" not in failed.attributes
+    assert ok.attributes["relay.outcome"] == "succeeded"
+    assert "error.type" not in ok.attributes
+    assert ok.status.status_code == StatusCode.UNSET
+
+
+def test_the_traceparent_header_continues_the_send_span(spans):
+    job = _job()
+    span = dispatch_spans.send_span_start(job, worker_id="w1")
+    header = dispatch_spans.traceparent_header(span)
+    dispatch_spans.send_span_end(span, job, SendResult(status_code=200, duration_ms=1))
+
+    sent = spans.one("POST")
+    assert header == (
+        f"00-{sent.context.trace_id:032x}-{sent.context.span_id:016x}-01"
+    )
