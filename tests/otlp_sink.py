@@ -53,7 +53,9 @@ class OtlpSink:
         request.ParseFromString(body)
         found = []
         for resource_spans in request.resource_spans:
-            resource = {a.key: _value(a.value) for a in resource_spans.resource.attributes}
+            resource = {
+                a.key: _value(a.value) for a in resource_spans.resource.attributes
+            }
             for scope_spans in resource_spans.scope_spans:
                 for span in scope_spans.spans:
                     found.append(

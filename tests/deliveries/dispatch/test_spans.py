@@ -79,10 +79,14 @@ def test_a_transport_error_is_the_error_type_and_a_success_has_none(spans):
     first = _job(attempt_count=0)
     span = dispatch_spans.send_span_start(first, worker_id="w1")
     dispatch_spans.send_span_end(
-        span, first, SendResult(status_code=None, duration_ms=3000, error_kind="timeout")
+        span,
+        first,
+        SendResult(status_code=None, duration_ms=3000, error_kind="timeout"),
     )
     span = dispatch_spans.send_span_start(first, worker_id="w1")
-    dispatch_spans.send_span_end(span, first, SendResult(status_code=200, duration_ms=9))
+    dispatch_spans.send_span_end(
+        span, first, SendResult(status_code=200, duration_ms=9)
+    )
 
     failed, ok = spans.named("POST")
     assert failed.attributes["error.type"] == "timeout"
@@ -100,6 +104,4 @@ def test_the_traceparent_header_continues_the_send_span(spans):
     dispatch_spans.send_span_end(span, job, SendResult(status_code=200, duration_ms=1))
 
     sent = spans.one("POST")
-    assert header == (
-        f"00-{sent.context.trace_id:032x}-{sent.context.span_id:016x}-01"
-    )
+    assert header == (f"00-{sent.context.trace_id:032x}-{sent.context.span_id:016x}-01")
