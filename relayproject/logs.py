@@ -2,8 +2,8 @@
 
 Every line carries the ids in play, from two places: `extra={...}` on the call
 (delivery_id, endpoint_id, event_id, merchant_id) and ids bound for a stretch
-of work with `log_context` (the dispatcher binds its worker id for its whole
-run). The current span's trace and span ids are added, so a log line finds
+of work with `log_context` (and `log_process_bind` for the whole process: a
+dispatcher's worker id). The current span's trace and span ids are added, so a log line finds
 its trace. Callers pass ids only: never payloads, secrets, custom header
 values or receiver bodies (tests/ops/test_logs.py greps a run for them).
 """
@@ -42,16 +42,23 @@ def log_context(**ids: object) -> Iterator[None]:
         _bound.reset(token)
 
 
-def log_context_bind(**ids: object) -> None:
-    """Bind ids for the rest of this thread's life (a dispatcher's worker id)."""
-    _bound.set({**(_bound.get() or {}), **{k: str(v) for k, v in ids.items()}})
+_process_ids: dict[str, str] = {}
+
+
+def log_process_bind(**ids: object) -> None:
+    """Bind ids for every thread of this process (a dispatcher's worker id).
+
+    Process-wide, not a context variable: a new thread starts with an empty
+    context, and the dispatcher's send loop and database work run on two.
+    """
+    _process_ids.update({k: str(v) for k, v in ids.items()})
 
 
 class IdsFilter(logging.Filter):
     """Puts the bound ids and the current trace/span ids on each record."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        for key, value in (_bound.get() or {}).items():
+        for key, value in {**_process_ids, **(_bound.get() or {})}.items():
             if not hasattr(record, key):
                 setattr(record, key, value)
         span_context = trace.get_current_span().get_span_context()

@@ -75,3 +75,21 @@ def test_log_format_picks_the_formatter(fmt, formatter):
     config = logs.logging_config(log_format=fmt, level="INFO")
     assert config["handlers"]["console"]["formatter"] == formatter
     assert config["root"]["handlers"] == ["console"]
+
+
+def test_ids_bound_for_the_process_reach_lines_of_every_thread(capture):
+    import threading
+
+    logger, stream = capture(logs.JsonFormatter())
+    logs.log_process_bind(worker="host:7:cd")
+    try:
+        thread = threading.Thread(target=lambda: logger.info("from the send loop"))
+        thread.start()
+        thread.join()
+    finally:
+        logs._process_ids.clear()
+    logger.info("after")
+
+    during, after = (json.loads(x) for x in stream.getvalue().splitlines())
+    assert during["worker"] == "host:7:cd"
+    assert "worker" not in after
