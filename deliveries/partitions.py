@@ -44,7 +44,7 @@ logger = logging.getLogger(__name__)
 
 AHEAD_DAYS = 7  # days of empty partitions kept ready after today
 LOCK_TIMEOUT_MS = 100  # longest a DDL statement waits for a lock, per try
-LOCK_TRIES = 50
+LOCK_TRIES = 50  # a prune keeps trying for about half a minute
 
 T = TypeVar("T")
 
@@ -123,9 +123,13 @@ def partition_days(history: History) -> list[date]:
     return sorted(days)
 
 
-def _briefly_locked(step: Callable[[], T]) -> T:
+class LockBusy(Exception):
+    """The tables stayed locked through every try; nothing was changed."""
+
+
+def _briefly_locked(step: Callable[[], T], *, tries: int = LOCK_TRIES) -> T:
     """Run `step` in a transaction whose lock waits are short; retry on timeout."""
-    for attempt in range(LOCK_TRIES):
+    for attempt in range(tries):
         try:
             with transaction.atomic():
                 with connection.cursor() as cursor:
@@ -134,14 +138,14 @@ def _briefly_locked(step: Callable[[], T]) -> T:
         except OperationalError as exc:
             if getattr(exc.__cause__, "sqlstate", None) != "55P03":
                 raise
-            if attempt == LOCK_TRIES - 1:
-                raise
+            if attempt == tries - 1:
+                raise LockBusy(str(exc).strip()) from exc
             # Someone holds the table: back off, let the queue drain, try again.
             time.sleep(random.uniform(0.02, 0.1) * min(attempt + 1, 10))
     raise AssertionError("unreachable")
 
 
-def partitions_ensure(*, first: date, last: date) -> list[str]:
+def partitions_ensure(*, first: date, last: date, tries: int = LOCK_TRIES) -> list[str]:
     """Make sure every table has a partition for each day in [first, last].
 
     A new partition is built beside the table and then ATTACHed, which locks
@@ -154,7 +158,7 @@ def partitions_ensure(*, first: date, last: date) -> list[str]:
         day = first
         while day <= last:
             if day not in have:
-                _briefly_locked(lambda h=history, d=day: _attach(h, d))
+                _briefly_locked(lambda h=history, d=day: _attach(h, d), tries=tries)
                 created.append(history.partition(day))
             day += timedelta(days=1)
     if created:

@@ -23,6 +23,8 @@ logger = logging.getLogger(__name__)
 STATS_EVERY_SECONDS = 60.0
 STATS_LOCK_KEY = 0x72656C6179  # "relay": one advisory lock id for the whole cluster
 PARTITIONS_EVERY_SECONDS = 3600.0
+PARTITIONS_RETRY_SECONDS = 60.0  # after the tables stayed locked
+PARTITIONS_LOCK_TRIES = 3  # each waits at most partitions.LOCK_TIMEOUT_MS
 PARTITIONS_LOCK_KEY = STATS_LOCK_KEY + 1
 
 
@@ -97,9 +99,16 @@ class PartitionKeeper:
         if not partitions.partitioned():
             return
         today = now.date()
-        _elected(
-            PARTITIONS_LOCK_KEY,
-            lambda: partitions.partitions_ensure(
-                first=today, last=today + timedelta(days=self.ahead_days)
-            ),
-        )
+        try:
+            _elected(
+                PARTITIONS_LOCK_KEY,
+                lambda: partitions.partitions_ensure(
+                    first=today,
+                    last=today + timedelta(days=self.ahead_days),
+                    tries=PARTITIONS_LOCK_TRIES,
+                ),
+            )
+        except partitions.LockBusy as exc:
+            # Sending matters more: give up this round, look again soon.
+            logger.warning("partitions not made, tables busy (%s)", exc)
+            self._next = time.monotonic() + PARTITIONS_RETRY_SECONDS

@@ -95,6 +95,37 @@ def test_maintenance_makes_partitions_ahead_and_one_dispatcher_does_it():
         assert wanted <= set(partitions.partition_days(history))
 
 
+def test_maintenance_gives_up_at_once_while_the_tables_are_locked(caplog):
+    """A dispatcher must not stall on DDL: a few short tries, then next round."""
+    later = utcnow() + timedelta(days=90)
+    holding, release = threading.Event(), threading.Event()
+
+    def hold_table() -> None:
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute(f"LOCK TABLE {EVENTS.table} IN SHARE MODE")
+                holding.set()
+                release.wait(10)
+        finally:
+            connection.close()
+
+    holder = threading.Thread(target=hold_table)
+    holder.start()
+    holding.wait(10)
+    keeper = PartitionKeeper(ahead_days=0)
+    try:
+        keeper(later)
+    finally:
+        release.set()
+        holder.join(10)
+
+    assert "partitions not made, tables busy" in caplog.text
+    assert later.date() not in partitions.partition_days(EVENTS)
+    keeper._next = 0  # the next round comes
+    keeper(later)
+    assert later.date() in partitions.partition_days(EVENTS)
+
+
 def test_rows_made_before_their_day_had_a_partition_move_into_it():
     endpoint = factories.endpoint()
     day = utcnow().date() + timedelta(days=30)  # ids made then: clocks disagree

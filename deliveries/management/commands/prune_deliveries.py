@@ -6,6 +6,7 @@ from datetime import timedelta
 
 from django.core.management.base import BaseCommand, CommandError
 
+from deliveries.partitions import LockBusy
 from deliveries.retention import BATCH_SIZE, deliveries_prune
 from relayproject.clock import utcnow
 
@@ -32,12 +33,18 @@ class Command(BaseCommand):
         if options["older_than"] < 0:
             raise CommandError("--older-than must be 0 or more days")
         before = utcnow() - timedelta(days=options["older_than"])
-        result = deliveries_prune(
-            before=before,
-            include_dead=options["include_dead"],
-            dry_run=options["dry_run"],
-            batch_size=max(1, options["batch_size"]),
-        )
+        try:
+            result = deliveries_prune(
+                before=before,
+                include_dead=options["include_dead"],
+                dry_run=options["dry_run"],
+                batch_size=max(1, options["batch_size"]),
+            )
+        except LockBusy as exc:
+            raise CommandError(
+                "the history tables stayed locked (a long transaction?); the days "
+                f"dropped so far are gone, run it again later: {exc}"
+            ) from exc
         verb = "would delete" if options["dry_run"] else "deleted"
         days = f"; dropped {result.partitions} partitions" if result.partitions else ""
         self.stdout.write(
