@@ -40,11 +40,17 @@ BENCH_KEY = "bench-retention-" + "x" * 40  # nothing is served or signed
 SEED = """
 -- Ids as relayproject/ids.py makes them: 10 base32 characters of the
 -- creation time in milliseconds, then a unique tail (here the row number).
-CREATE FUNCTION pg_temp.b32(v bigint, width int) RETURNS text LANGUAGE sql
-IMMUTABLE AS $$
-    SELECT string_agg(substr('0123456789abcdefghjkmnpqrstvwxyz',
-        ((v >> (5 * (width - 1 - i))) & 31)::int + 1, 1), '' ORDER BY i)
-    FROM generate_series(0, width - 1) i
+CREATE FUNCTION pg_temp.b32ms(v bigint) RETURNS text LANGUAGE sql IMMUTABLE AS $$
+    SELECT substr('0123456789abcdefghjkmnpqrstvwxyz', ((v >> 45) & 31)::int + 1, 1) ||
+    substr('0123456789abcdefghjkmnpqrstvwxyz', ((v >> 40) & 31)::int + 1, 1) ||
+    substr('0123456789abcdefghjkmnpqrstvwxyz', ((v >> 35) & 31)::int + 1, 1) ||
+    substr('0123456789abcdefghjkmnpqrstvwxyz', ((v >> 30) & 31)::int + 1, 1) ||
+    substr('0123456789abcdefghjkmnpqrstvwxyz', ((v >> 25) & 31)::int + 1, 1) ||
+    substr('0123456789abcdefghjkmnpqrstvwxyz', ((v >> 20) & 31)::int + 1, 1) ||
+    substr('0123456789abcdefghjkmnpqrstvwxyz', ((v >> 15) & 31)::int + 1, 1) ||
+    substr('0123456789abcdefghjkmnpqrstvwxyz', ((v >> 10) & 31)::int + 1, 1) ||
+    substr('0123456789abcdefghjkmnpqrstvwxyz', ((v >> 5) & 31)::int + 1, 1) ||
+    substr('0123456789abcdefghjkmnpqrstvwxyz', ((v >> 0) & 31)::int + 1, 1)
 $$;
 CREATE TEMP TABLE seed AS
 SELECT g,
@@ -55,18 +61,21 @@ SELECT g,
     (SELECT array_agg(id ORDER BY id) FROM endpoints_endpoint)
         [1 + floor(50 * power(random(), 3))::int] AS endpoint
 FROM generate_series(1, %(rows)s) g;
-ALTER TABLE seed ADD COLUMN tail text, ADD COLUMN ms bigint;
-UPDATE seed SET tail = '0000' || pg_temp.b32(g, 12),
-    ms = (extract(epoch FROM at) * 1000)::bigint;
+ALTER TABLE seed ADD COLUMN evt text, ADD COLUMN dlv text;
+UPDATE seed SET
+    evt = 'evt_' || pg_temp.b32ms((extract(epoch FROM at) * 1000)::bigint)
+        || lpad(g::text, 16, '0'),
+    dlv = 'dlv_' || pg_temp.b32ms((extract(epoch FROM at) * 1000)::bigint)
+        || lpad(g::text, 16, '0');
 INSERT INTO deliveries_event (id, type, data, created_at, idempotency_scope,
     request_fingerprint, merchant_id, traceparent)
-SELECT 'evt_' || pg_temp.b32(ms, 10) || tail, 'order.paid', '{"amount": 42}', at, '', '',
+SELECT evt, 'order.paid', '{"amount": 42}', at, '', '',
     (SELECT id FROM endpoints_merchant WHERE slug = 'bench'), ''
 FROM seed;
 INSERT INTO deliveries_delivery (id, event_id, endpoint_id, status, attempt_count,
     budget_start, next_attempt_at, claimed_by, last_error, created_at,
     succeeded_at, dead_at, last_attempt_at)
-SELECT 'dlv_' || pg_temp.b32(ms, 10) || tail, 'evt_' || pg_temp.b32(ms, 10) || tail, endpoint,
+SELECT dlv, evt, endpoint,
     status, 1 + g % 2, 0,
     CASE WHEN status = 'pending' AND g % 40 = 1 THEN now() + interval '1 hour'
          ELSE at END,
@@ -78,7 +87,7 @@ FROM seed;
 INSERT INTO deliveries_attempt (delivery_id, endpoint_id, number, started_at,
     response_ms, status_code, error_kind, error_message, response_body, worker_id,
     outcome)
-SELECT 'dlv_' || pg_temp.b32(ms, 10) || tail, endpoint, n, at + n * interval '1 second',
+SELECT dlv, endpoint, n, at + n * interval '1 second',
     30, 200, '', '', 'ok', 'bench', CASE WHEN n = 1 + g % 2 THEN status ELSE 'retry' END
 FROM seed, generate_series(1, 1 + g % 2) n
 WHERE status <> 'pending' OR n = 1;
