@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import json
+from collections.abc import Callable
 from typing import Annotated, TypeVar
 
-from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponse
 from ninja import Header, Query, Router, Status
 from pydantic import BeforeValidator
@@ -22,14 +21,15 @@ from deliveries.schemas import (
     EventOut,
     Replayed,
 )
-from deliveries.services import (
-    EventInput,
-    ReplayRefused,
-    delivery_replay,
-    event_publish,
-)
+from deliveries.services import ReplayRefused, delivery_replay
+from deliveries.validation import EventsRefused
 from endpoints.models import Endpoint
-from relayproject.apiauth import idempotency_scope, scoped, visible_merchant
+from relayproject.apiauth import (
+    api_key,
+    idempotency_scope,
+    scoped,
+    visible_merchant,
+)
 from relayproject.pagination import DEFAULT_LIMIT, MAX_LIMIT, paginate
 from relayproject.problems import COMMON_ERRORS, ApiProblem, Problem
 
@@ -40,13 +40,30 @@ T = TypeVar("T")
 BlankIsNone = Annotated[T, BeforeValidator(lambda value: value or None)]
 
 
+def _unknown_merchant(slug: str, loc: list) -> ApiProblem:
+    return ApiProblem(
+        404, f"No merchant {slug!r}.", [{"loc": loc, "msg": "Unknown merchant."}]
+    )
+
+
 def _merchant_at(request: HttpRequest, slug: str, loc: list):
     try:
         return visible_merchant(request, slug)
     except Http404:
-        raise ApiProblem(
-            404, f"No merchant {slug!r}.", [{"loc": loc, "msg": "Unknown merchant."}]
-        ) from None
+        raise _unknown_merchant(slug, loc) from None
+
+
+def _only_merchant(request: HttpRequest) -> int | None:
+    key = api_key(request)
+    return None if key.is_platform else key.merchant_id
+
+
+def _refused(exc: EventsRefused, prefix: Callable[[int], list]) -> ApiProblem:
+    return ApiProblem(
+        422,
+        "The request has invalid fields.",
+        [{"loc": [*prefix(index), *loc], "msg": msg} for index, loc, msg in exc.errors],
+    )
 
 
 @router.post(
@@ -63,18 +80,19 @@ def event_create(
 ):
     """Store an event and fan it out. With Idempotency-Key, a retry answers 200
     with the original event and `Idempotent-Replayed: true`."""
-    merchant = _merchant_at(request, payload.merchant, ["body", "merchant"])
-    if idempotency_key is None:
-        event = event_publish(merchant=merchant, type=payload.type, data=payload.data)
-        return Status(201, event)
     try:
-        event, replayed = ingest.event_publish_idempotent(
-            merchant=merchant,
+        event, replayed = ingest.event_ingest(
+            merchant=payload.merchant,
             type=payload.type,
             data=payload.data,
+            only_merchant=_only_merchant(request),
             key=idempotency_key,
-            scope=idempotency_scope(request),
+            scope=idempotency_scope(request) if idempotency_key else "",
         )
+    except ingest.UnknownMerchant as exc:
+        raise _unknown_merchant(exc.slug, ["body", "merchant"]) from None
+    except EventsRefused as exc:
+        raise _refused(exc, lambda index: ["body"]) from None
     except ingest.IdempotencyInProgress:
         raise ApiProblem(
             409, "A request with this Idempotency-Key is still in progress; retry."
@@ -93,29 +111,23 @@ def event_create(
     if not replayed:
         return Status(201, event)
     response["Idempotent-Replayed"] = "true"
-    return Status(200, selectors.events_with_deliveries().get(pk=event.pk))
+    return Status(200, event)
 
 
 @router.post("/events/batch", response={201: EventBatchOut, **COMMON_ERRORS})
 def event_batch_create(request: HttpRequest, payload: EventBatchIn):
     """Up to 500 events, of any merchants, stored in one transaction: all or nothing."""
-    too_big = [
-        {"loc": ["body", "events", i, "data"], "msg": "Larger than MAX_EVENT_BYTES."}
-        for i, item in enumerate(payload.events)
-        if len(json.dumps(item.data, separators=(",", ":"))) > settings.MAX_EVENT_BYTES
-    ]
-    if too_big:
-        raise ApiProblem(422, "Some events are too large.", too_big)
-    merchants = {}
-    items = []
-    for i, item in enumerate(payload.events):
-        if item.merchant not in merchants:
-            loc = ["body", "events", i, "merchant"]
-            merchants[item.merchant] = _merchant_at(request, item.merchant, loc)
-        items.append(
-            (merchants[item.merchant], EventInput(type=item.type, data=item.data))
+    try:
+        events = ingest.events_ingest(
+            items=[(e.merchant, e.type, e.data) for e in payload.events],
+            only_merchant=_only_merchant(request),
         )
-    return Status(201, {"items": ingest.events_publish_mixed(items=items)})
+    except ingest.UnknownMerchant as exc:
+        loc = ["body", "events", exc.index, "merchant"]
+        raise _unknown_merchant(exc.slug, loc) from None
+    except EventsRefused as exc:
+        raise _refused(exc, lambda index: ["body", "events", index]) from None
+    return Status(201, {"items": events})
 
 
 @router.get("/events/{event_id}", response={200: EventDetail, **COMMON_ERRORS})

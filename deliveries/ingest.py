@@ -1,32 +1,37 @@
-"""Publishing as the REST API needs it: idempotent single events, mixed batches.
+"""Publishing as the REST API needs it: by merchant slug, idempotent, in batches.
+
+A publish is two round trips: the merchants and their active endpoints in one
+query (`endpoints.selectors.audiences`), then one statement that writes the
+events, their deliveries and the NOTIFY (`deliveries.outbox`); outside a
+transaction, so no BEGIN/COMMIT.
 
 Idempotency-Key: one event per (scope, key), whatever the race. On
-PostgreSQL each request first takes a transaction-scoped advisory lock on
-hashtext(scope:key) with pg_try_advisory_xact_lock: if another request holds
-it, this one answers 409 at once instead of waiting (CONTRACT: "a concurrent
-request with a key still in progress answers 409"). Holding that lock, it
-looks the key up and inserts only if it is new: events are partitioned by
-day there, and a unique index on a partitioned table must include the
-partition key, so the index alone cannot see a key used on another day. A
-hash collision between two different keys only costs a spurious 409, which
-the client retries. SQLite serialises writers (BEGIN IMMEDIATE) and keeps
-the plain unique constraint, which decides there.
+PostgreSQL the request runs in a transaction whose first statement reads the
+merchant and takes a transaction-scoped advisory lock on hashtext(scope:key)
+with pg_try_advisory_xact_lock: if another request holds it, this one
+answers 409 at once instead of waiting (CONTRACT: "a concurrent request with
+a key still in progress answers 409"). Holding that lock, the writing
+statement (whose snapshot is younger than the lock, so it sees any event a
+previous holder committed) inserts only if no event has the key: events are
+partitioned by day there, and a unique index on a partitioned table must
+include the partition key, so the index alone cannot see a key used on
+another day. A replay reads the stored event: a third statement. A hash
+collision between two different keys only costs a spurious 409, which the
+client retries. SQLite serialises writers (BEGIN IMMEDIATE) and keeps the
+plain unique constraint, which decides there.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
-from django.db import IntegrityError, connection, transaction
+from django.db import connection, transaction
 
 from deliveries.models import Event
-from deliveries.services import (
-    EventInput,
-    event_publish,
-    events_publish,
-    request_fingerprint,
-)
-from endpoints.models import Merchant
+from deliveries.selectors import event_by_idempotency_key
+from deliveries.services import EventInput, drafts_publish, request_fingerprint
+from endpoints.selectors import Audience, audience_locked, audiences
+from relayproject.clock import utcnow
 
 
 class IdempotencyInProgress(Exception):
@@ -37,69 +42,82 @@ class IdempotencyMismatch(Exception):
     """The key was already used for a different request."""
 
 
-def _lock_key(*, scope: str, key: str) -> bool:
-    if connection.vendor != "postgresql":
-        return True
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT pg_try_advisory_xact_lock(hashtext(%s))", [f"{scope}:{key}"]
-        )
-        return bool(cursor.fetchone()[0])
+class UnknownMerchant(Exception):
+    """No such merchant, or one the API key may not see; index is the
+    position of the first such event in a batch."""
+
+    def __init__(self, slug: str, index: int = 0) -> None:
+        super().__init__(slug)
+        self.slug = slug
+        self.index = index
 
 
-def event_publish_idempotent(
-    *, merchant: Merchant, type: str, data: object, key: str, scope: str
+def _visible(slugs: Collection[str], only_merchant: int | None) -> dict[str, Audience]:
+    found = audiences(slugs=slugs)
+    if only_merchant is None:
+        return found
+    # A scoped key sees another merchant as absent, never as forbidden.
+    return {s: a for s, a in found.items() if a.merchant.pk == only_merchant}
+
+
+def event_ingest(
+    *,
+    merchant: str,
+    type: str,
+    data: object,
+    only_merchant: int | None = None,
+    key: str | None = None,
+    scope: str = "",
 ) -> tuple[Event, bool]:
-    """(event, replayed): the event this key made before, or a new one."""
-    fingerprint = request_fingerprint(merchant=merchant.slug, type=type, data=data)
+    """(event, replayed): a new event, or with a key the one it made before.
+
+    only_merchant: the id of the one merchant the caller may publish for.
+    Raises UnknownMerchant, validation.EventsRefused, IdempotencyInProgress,
+    IdempotencyMismatch; a refused request writes nothing.
+    """
+    if key is None:
+        audience = _visible([merchant], only_merchant).get(merchant)
+        if audience is None:
+            raise UnknownMerchant(merchant)
+        items = [(audience, EventInput(type, data))]
+        return drafts_publish(items=items, now=utcnow())[0], False
     with transaction.atomic():
-        if not _lock_key(scope=scope, key=key):
+        if connection.vendor == "postgresql":
+            audience, got = audience_locked(slug=merchant, lock=f"{scope}:{key}")
+        else:
+            audience, got = audiences(slugs=[merchant]).get(merchant), True
+        if audience is None or only_merchant not in (None, audience.merchant.pk):
+            raise UnknownMerchant(merchant)
+        if not got:
             raise IdempotencyInProgress(key)
-        existing = _event_with_key(scope=scope, key=key)
-        if existing is not None:
-            return _replayed(existing, fingerprint=fingerprint, key=key)
-        try:
-            with transaction.atomic():
-                event = event_publish(
-                    merchant=merchant,
-                    type=type,
-                    data=data,
-                    idempotency_key=key,
-                    idempotency_scope=scope,
-                )
-            return event, False
-        except IntegrityError:
-            existing = _event_with_key(scope=scope, key=key)
+        items = [(audience, EventInput(type, data, key, scope))]
+        created = drafts_publish(items=items, now=utcnow(), only_new_key=True)
+        if created:
+            return created[0], False
+        existing = event_by_idempotency_key(scope=scope, key=key)
     if existing is None:
-        # The other transaction rolled back between our insert and our read.
+        # SQLite: the other transaction rolled back between our insert and read.
         raise IdempotencyInProgress(key)
-    return _replayed(existing, fingerprint=fingerprint, key=key)
-
-
-def _event_with_key(*, scope: str, key: str) -> Event | None:
-    return Event.objects.filter(idempotency_scope=scope, idempotency_key=key).first()
-
-
-def _replayed(event: Event, *, fingerprint: str, key: str) -> tuple[Event, bool]:
-    if event.request_fingerprint != fingerprint:
+    fingerprint = request_fingerprint(merchant=merchant, type=type, data=data)
+    if existing.request_fingerprint != fingerprint:
         raise IdempotencyMismatch(key)
-    return event, True
+    existing.merchant = audience.merchant  # the same slug, or the print differs
+    return existing, True
 
 
-def events_publish_mixed(
-    *, items: Sequence[tuple[Merchant, EventInput]]
+def events_ingest(
+    *, items: Sequence[tuple[str, str, object]], only_merchant: int | None = None
 ) -> list[Event]:
-    """Events of several merchants in one transaction, returned in input order."""
-    by_merchant: dict[int, list[int]] = {}
-    for index, (merchant, _) in enumerate(items):
-        by_merchant.setdefault(merchant.pk, []).append(index)
-    published: list[Event | None] = [None] * len(items)
-    with transaction.atomic():
-        for indexes in by_merchant.values():
-            events = events_publish(
-                merchant=items[indexes[0]][0],
-                events=[items[i][1] for i in indexes],
-            )
-            for index, event in zip(indexes, events, strict=True):
-                published[index] = event
-    return published  # type: ignore[return-value]
+    """Events of any merchants, (slug, type, data) each: all or none, in order.
+
+    Raises UnknownMerchant for the first event of a merchant the caller may
+    not see, then validation.EventsRefused naming every refused event.
+    """
+    visible = _visible({slug for slug, _, _ in items}, only_merchant)
+    for index, (slug, _, _) in enumerate(items):
+        if slug not in visible:
+            raise UnknownMerchant(slug, index)
+    return drafts_publish(
+        items=[(visible[slug], EventInput(type, data)) for slug, type, data in items],
+        now=utcnow(),
+    )

@@ -7,6 +7,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
+from django.db import connection
 from django.db.models import Avg, Count, F, Max, Min, Prefetch, Q, QuerySet
 from django.db.models.functions import TruncMinute
 
@@ -14,12 +15,36 @@ from deliveries.alerts import Alert, pipeline_alerts
 from deliveries.models import Attempt, Delivery, Event
 from endpoints import breaker
 from endpoints.models import Endpoint, EndpointHealth
+from relayproject import rowsql
 
 
 def events_with_deliveries() -> QuerySet[Event]:
     return Event.objects.select_related("merchant").prefetch_related(
         Prefetch("deliveries", queryset=Delivery.objects.order_by("pk"))
     )
+
+
+def event_by_idempotency_key(*, scope: str, key: str) -> Event | None:
+    """The event stored under an Idempotency-Key, with its deliveries (by id)
+    as `created_deliveries`, in one query; merchant is left to the caller."""
+    sql = (
+        f"SELECT {rowsql.columns(Event, 'ev')}, d.id, d.endpoint_id, d.status "
+        "FROM deliveries_event ev "
+        "LEFT JOIN deliveries_delivery d ON d.event_id = ev.id "
+        "WHERE ev.idempotency_scope = %s AND ev.idempotency_key = %s ORDER BY d.id"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [scope, key])
+        rows = cursor.fetchall()
+    if not rows:
+        return None
+    event = rowsql.from_row(Event, rows[0][:-3])
+    event.created_deliveries = [
+        Delivery(id=row[-3], event_id=event.pk, endpoint_id=row[-2], status=row[-1])
+        for row in rows
+        if row[-3] is not None
+    ]
+    return event
 
 
 def deliveries_filtered(

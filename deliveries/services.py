@@ -4,21 +4,30 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import F
 
+from deliveries import fanout, validation
 from deliveries.dispatch import counters
 from deliveries.models import Delivery, Event
+from deliveries.outbox import (
+    NOTIFY_CHANNEL,
+    Draft,
+    drafts_write,
+    notify_dispatchers,
+)
 from endpoints.models import Endpoint, Merchant
-from endpoints.selectors import endpoints_subscribed
+from endpoints.selectors import Audience, audiences
 from relayproject.clock import utcnow
+from relayproject.ids import new_delivery_id, new_event_id
 from relayproject.tracing import current_traceparent, tracer
 
-NOTIFY_CHANNEL = "relay_deliveries"
+# Re-exported: the dispatcher listens on the channel, replay and recover notify.
+__all__ = ["NOTIFY_CHANNEL", "notify_dispatchers"]
 
 
 @dataclass(frozen=True)
@@ -39,13 +48,6 @@ def request_fingerprint(*, merchant: str, type: str, data: object) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def notify_dispatchers() -> None:
-    """Wake idle dispatchers; PostgreSQL delivers a NOTIFY only on commit."""
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(f"NOTIFY {NOTIFY_CHANNEL}")
-
-
 def event_publish(
     *,
     merchant: Merchant,
@@ -61,7 +63,8 @@ def event_publish(
     Runs inside the caller's transaction when there is one (a transactional
     outbox): the deliveries exist exactly when the caller's data does.
     endpoint_ids aims it at those active endpoints alone, whatever their
-    event_types (a portal test event goes to one endpoint).
+    event_types (a portal test event goes to one endpoint). Two round trips:
+    the merchant's endpoints, then one statement that writes everything.
     """
     return events_publish(
         merchant=merchant,
@@ -78,21 +81,47 @@ def events_publish(
     endpoint_ids: Sequence[str] | None = None,
     now: datetime | None = None,
 ) -> list[Event]:
-    """Publish several events of one merchant in one transaction.
+    """Publish several events of one merchant, all or none.
 
-    The relay.publish span's W3C context is stored on each event, so the
-    dispatcher's send spans can link back to the publishing trace.
+    Raises validation.EventsRefused (nothing written) if any event is refused.
+    """
+    found = audiences(merchant_ids=[merchant.pk])
+    if not found:
+        raise Merchant.DoesNotExist(f"No merchant with id {merchant.pk}.")
+    # The caller's instance, so the events carry exactly the object they gave.
+    audience = Audience(merchant, next(iter(found.values())).endpoints)
+    return drafts_publish(
+        items=[(audience, item) for item in events],
+        aimed_at=None if endpoint_ids is None else set(endpoint_ids),
+        now=now or utcnow(),
+    )
+
+
+def drafts_publish(
+    *,
+    items: Sequence[tuple[Audience, EventInput]],
+    now: datetime,
+    aimed_at: Collection[str] | None = None,
+    only_new_key: bool = False,
+) -> list[Event]:
+    """Validate, fan out and write events in a relay.publish span, all or none.
+
+    The span's W3C context is stored on each event, so the dispatcher's send
+    spans can link back to the publishing trace. With only_new_key, see
+    outbox.drafts_write: [] when the keyed event already existed.
     """
     with tracer.start_as_current_span("relay.publish") as span:
-        created = _events_write(
-            merchant=merchant, events=events, endpoint_ids=endpoint_ids, now=now
-        )
+        drafts = drafts_prepare(items=items, now=now, aimed_at=aimed_at)
+        if not drafts_write(drafts, only_new_key=only_new_key):
+            return []
+        created = drafts_published(drafts)
         if span.is_recording():
-            span.set_attribute("relay.merchant_id", merchant.pk)
+            merchants = {event.merchant_id for event in created}
+            if len(merchants) == 1:
+                span.set_attribute("relay.merchant_id", merchants.pop())
             span.set_attribute("relay.event_count", len(created))
             span.set_attribute(
-                "relay.delivery_count",
-                sum(len(event.created_deliveries) for event in created),
+                "relay.delivery_count", sum(len(d.deliveries) for d in drafts)
             )
             if len(created) == 1:
                 span.set_attribute("relay.event_id", created[0].pk)
@@ -100,68 +129,89 @@ def events_publish(
     return created
 
 
-def _events_write(
+def drafts_prepare(
     *,
-    merchant: Merchant,
-    events: Sequence[EventInput],
-    endpoint_ids: Sequence[str] | None,
-    now: datetime | None,
-) -> list[Event]:
-    now = now or utcnow()
+    items: Sequence[tuple[Audience, EventInput]],
+    now: datetime,
+    aimed_at: Collection[str] | None = None,
+) -> list[Draft]:
+    """Validate every event (one pass, all errors), then fan each one out.
+
+    Raises validation.EventsRefused naming each refused event by its index.
+    """
+    errors: list[tuple[int, list, str]] = []
+    drafts: list[Draft] = []
     traceparent = current_traceparent()
-    created: list[Event] = []
-    deliveries: list[Delivery] = []
-    endpoints_by_type: dict[str, list[Endpoint]] = {}
-    with transaction.atomic():
-        for item in events:
-            if item.type not in endpoints_by_type:
-                if endpoint_ids is None:
-                    targets = endpoints_subscribed(
-                        merchant_id=merchant.pk, event_type=item.type
-                    )
-                else:
-                    # Aimed at named endpoints (a test event): sent whatever
-                    # they subscribe to, but only if active and the merchant's.
-                    targets = list(
-                        Endpoint.objects.filter(
-                            merchant=merchant, is_active=True, pk__in=endpoint_ids
-                        )
-                    )
-                endpoints_by_type[item.type] = targets
-            event = Event(
-                merchant=merchant,
-                type=item.type,
-                data=item.data,
-                created_at=now,
-                traceparent=traceparent,
-                idempotency_key=item.idempotency_key,
-                idempotency_scope=item.idempotency_scope
-                if item.idempotency_key
-                else "",
-                request_fingerprint=request_fingerprint(
-                    merchant=merchant.slug, type=item.type, data=item.data
-                )
-                if item.idempotency_key
-                else "",
-            )
-            created.append(event)
-            deliveries.extend(
-                Delivery(
-                    event=event, endpoint=endpoint, next_attempt_at=now, created_at=now
-                )
-                for endpoint in endpoints_by_type[item.type]
-            )
-        Event.objects.bulk_create(created)
-        Delivery.objects.bulk_create(deliveries)
-        if deliveries:
-            notify_dispatchers()
-    by_event: dict[str, list[Delivery]] = {}
-    for delivery in deliveries:
-        by_event.setdefault(delivery.event_id, []).append(delivery)
-    for event in created:
-        # Saves the API a query: the response lists the deliveries just made.
-        event.created_deliveries = by_event.get(event.pk, [])
-    return created
+    for index, (audience, item) in enumerate(items):
+        data_json = json.dumps(item.data, separators=(",", ":"))
+        problems = validation.event_errors(
+            merchant=audience.merchant,
+            type=item.type,
+            data=item.data,
+            data_json=data_json,
+        )
+        errors.extend((index, loc, msg) for loc, msg in problems)
+        if errors:
+            continue  # nothing will be written: no need to fan out
+        draft = _draft(audience, item, data_json, now=now, aimed_at=aimed_at)
+        draft.event.traceparent = traceparent
+        drafts.append(draft)
+    if errors:
+        raise validation.EventsRefused(errors)
+    return drafts
+
+
+def _draft(
+    audience: Audience,
+    item: EventInput,
+    data_json: str,
+    *,
+    now: datetime,
+    aimed_at: Collection[str] | None,
+) -> Draft:
+    merchant = audience.merchant
+    keyed = item.idempotency_key is not None
+    event = Event(
+        id=new_event_id(),
+        merchant=merchant,
+        type=item.type,
+        data=item.data,
+        created_at=now,
+        idempotency_key=item.idempotency_key,
+        idempotency_scope=item.idempotency_scope if keyed else "",
+        request_fingerprint=request_fingerprint(
+            merchant=merchant.slug, type=item.type, data=item.data
+        )
+        if keyed
+        else "",
+    )
+    targets: list[Endpoint] = fanout.receivers(
+        type=item.type, data=item.data, endpoints=audience.endpoints, aimed_at=aimed_at
+    )
+    deliveries = [
+        Delivery(
+            id=new_delivery_id(),
+            event_id=event.pk,
+            endpoint_id=endpoint.pk,
+            next_attempt_at=now,
+            created_at=now,
+        )
+        for endpoint in targets
+    ]
+    return Draft(event, data_json, deliveries)
+
+
+def drafts_published(drafts: Sequence[Draft]) -> list[Event]:
+    """The written events, each carrying the deliveries it made (the API
+    answers with them without another query)."""
+    for draft in drafts:
+        # In id order, as a stored event lists them (an idempotent replay).
+        draft.event.created_deliveries = sorted(draft.deliveries, key=_pk)
+    return [draft.event for draft in drafts]
+
+
+def _pk(delivery: Delivery) -> str:
+    return delivery.pk
 
 
 class ReplayRefused(Exception):

@@ -9,12 +9,13 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F, Q, Value
 from django.db.models.functions import Greatest, Least
 from django.db.models.lookups import GreaterThanOrEqual
 
 from endpoints import destinations, ratelimit
+from endpoints.keycache import live_keys
 from endpoints.matching import is_valid_subscription
 from endpoints.models import (
     ApiKey,
@@ -24,6 +25,7 @@ from endpoints.models import (
     Merchant,
 )
 from endpoints.secrets import generate_secret
+from relayproject import rowsql
 from relayproject.clock import utcnow
 
 _UNSET = object()
@@ -297,28 +299,67 @@ def apikey_create(*, name: str, merchant: Merchant | None = None) -> tuple[ApiKe
 
 
 def apikey_authenticate(raw: str, *, now: datetime | None = None) -> ApiKey | None:
-    """The live key for raw, or None; records use at most once a minute."""
+    """The live key for raw, or None; records use at most once a minute.
+
+    Served from the process's key cache (`endpoints.keycache`) when it was
+    read less than API_KEY_CACHE_SECONDS ago; else one round trip reads it.
+    """
     if not raw.startswith(API_KEY_PREFIX) or len(raw) > 200:
         return None
-    key = (
-        ApiKey.objects.select_related("merchant")
-        .filter(key_hash=_api_key_hash(raw), revoked_at__isnull=True)
-        .first()
-    )
-    if key is None:
-        return None
     now = now or utcnow()
+    key_hash = _api_key_hash(raw)
+    key = live_keys.get(key_hash, now=now)
+    if key is None:
+        key = _apikey_read(key_hash, now=now)
+        if key is not None:
+            live_keys.put(key_hash, key, now=now)
+    return key
+
+
+def _apikey_read(key_hash: str, *, now: datetime) -> ApiKey | None:
+    """The live key with its merchant, marking it used if it was not lately."""
     stale = now - timedelta(seconds=API_KEY_TOUCH_SECONDS)
-    if key.last_used_at is None or key.last_used_at < stale:
-        # Conditional, so a burst of requests writes the row once, not per request.
-        ApiKey.objects.filter(pk=key.pk).filter(
-            Q(last_used_at__isnull=True) | Q(last_used_at__lt=stale)
-        ).update(last_used_at=now)
+    if connection.vendor != "postgresql":
+        key = (
+            ApiKey.objects.select_related("merchant")
+            .filter(key_hash=key_hash, revoked_at__isnull=True)
+            .first()
+        )
+        if key is not None and (key.last_used_at is None or key.last_used_at < stale):
+            # Conditional, so a burst of requests writes the row once.
+            ApiKey.objects.filter(pk=key.pk).filter(
+                Q(last_used_at__isnull=True) | Q(last_used_at__lt=stale)
+            ).update(last_used_at=now)
+            key.last_used_at = now
+        return key
+    # The same in one statement: read, conditionally touch, join the merchant.
+    sql = (
+        f"WITH k AS (SELECT {rowsql.columns(ApiKey, 'a')} FROM endpoints_apikey a "
+        "WHERE a.key_hash = %s AND a.revoked_at IS NULL), "
+        "t AS (UPDATE endpoints_apikey a SET last_used_at = %s FROM k "
+        "WHERE a.id = k.id AND (a.last_used_at IS NULL OR a.last_used_at < %s) "
+        "RETURNING a.id) "
+        f"SELECT {rowsql.columns(ApiKey, 'k')}, {rowsql.columns(Merchant, 'm')}, "
+        "(SELECT count(*) FROM t) FROM k "
+        "LEFT JOIN endpoints_merchant m ON m.id = k.merchant_id"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [key_hash, now, stale])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    width = len(ApiKey._meta.concrete_fields)
+    key = rowsql.from_row(ApiKey, row[:width])
+    if key.merchant_id is not None:
+        key.merchant = rowsql.from_row(Merchant, row[width:-1])
+    if row[-1]:
         key.last_used_at = now
     return key
 
 
 def apikey_revoke(*, key: ApiKey, now: datetime | None = None) -> None:
+    """Revoked at once in this process, within API_KEY_CACHE_SECONDS in others."""
     if key.revoked_at is None:
         key.revoked_at = now or utcnow()
         key.save(update_fields=["revoked_at"])
+    live_keys.forget(key.key_hash)

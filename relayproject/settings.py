@@ -213,6 +213,9 @@ MAX_EVENT_BYTES = env.int("MAX_EVENT_BYTES", default=262144)
 # Deepest event data accepted ({} is depth 1): every page that shows an event
 # must render the deepest one (relayproject/jsonlimits.py says why).
 MAX_EVENT_DEPTH = env.int("MAX_EVENT_DEPTH", default=32)
+# How long a web process trusts an API key it has read: a revoked key stops
+# working in every process within this time (at once in the one that revoked).
+API_KEY_CACHE_SECONDS = env.float("API_KEY_CACHE_SECONDS", default=1)
 SECRET_ROTATION_OVERLAP_SECONDS = env.int(
     "SECRET_ROTATION_OVERLAP_SECONDS", default=86400
 )

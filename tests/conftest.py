@@ -29,6 +29,16 @@ def _allow_loopback(settings):
     settings.RELAY_ALLOW_PRIVATE_DESTINATIONS = True
 
 
+@pytest.fixture(autouse=True)
+def _fresh_key_cache():
+    # Each test's keys are read from its own database, not a previous test's.
+    from endpoints.keycache import live_keys
+
+    live_keys.clear()
+    yield
+    live_keys.clear()
+
+
 @pytest.fixture
 def receiver():
     from tests.fakes import Receiver

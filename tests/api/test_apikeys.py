@@ -58,3 +58,31 @@ def test_create_api_key_refuses_an_unknown_merchant():
     with pytest.raises(Exception, match="No merchant"):
         call_command("create_api_key", "--name", "ci", "--merchant", "nobody")
     assert not ApiKey.objects.exists()
+
+
+def test_a_key_revoked_by_another_process_stops_within_the_cache_time(settings):
+    settings.API_KEY_CACHE_SECONDS = 1
+    key, full_key = apikey_create(name="billing")
+    t0 = utcnow()
+    assert apikey_authenticate(full_key, now=t0) == key
+    # As another web process (or the admin on another host) revokes it.
+    ApiKey.objects.filter(pk=key.pk).update(revoked_at=t0)
+
+    assert apikey_authenticate(full_key, now=t0 + timedelta(seconds=0.9)) == key
+    assert apikey_authenticate(full_key, now=t0 + timedelta(seconds=1)) is None
+
+
+def test_a_key_revoked_in_this_process_stops_at_once():
+    key, full_key = apikey_create(name="billing")
+    t0 = utcnow()
+    apikey_authenticate(full_key, now=t0)
+    apikey_revoke(key=key, now=t0)
+    assert apikey_authenticate(full_key, now=t0) is None
+
+
+def test_a_cached_key_costs_no_query(django_assert_num_queries):
+    key, full_key = apikey_create(name="billing")
+    t0 = utcnow()
+    apikey_authenticate(full_key, now=t0)
+    with django_assert_num_queries(0):
+        assert apikey_authenticate(full_key, now=t0 + timedelta(seconds=0.5)) == key

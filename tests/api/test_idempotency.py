@@ -48,8 +48,8 @@ def _hold_key_in_progress(merchant, started, release):
     """Publish with KEY in a transaction that stays open until release is set."""
     try:
         with transaction.atomic():
-            ingest.event_publish_idempotent(
-                merchant=merchant,
+            ingest.event_ingest(
+                merchant=merchant.slug,
                 type=EVENT["type"],
                 data=EVENT["data"],
                 key=KEY["Idempotency-Key"],

@@ -14,7 +14,7 @@ from django.db import connection, transaction
 from deliveries import partitions
 from deliveries.dispatch import claiming
 from deliveries.dispatch.maintenance import PARTITIONS_LOCK_KEY, PartitionKeeper
-from deliveries.ingest import event_publish_idempotent
+from deliveries.ingest import event_ingest
 from deliveries.models import Attempt, Delivery, Event
 from deliveries.partitions import ATTEMPTS, DELIVERIES, EVENTS, TABLES
 from deliveries.services import request_fingerprint
@@ -214,8 +214,12 @@ def test_an_idempotency_key_used_on_another_day_still_replays():
         ),
     )
 
-    again, replayed = event_publish_idempotent(
-        merchant=endpoint.merchant, type="order.paid", data={}, key="k1", scope="p"
+    again, replayed = event_ingest(
+        merchant=endpoint.merchant.slug,
+        type="order.paid",
+        data={},
+        key="k1",
+        scope="p",
     )
 
     assert (again.pk, replayed) == (first.pk, True)

@@ -1,0 +1,126 @@
+"""Model rows in and out of hand-written PostgreSQL statements.
+
+The hot paths (authentication, publishing) write a statement by hand so that
+one round trip does the work of several ORM queries. The column lists still
+come from the models, so a field another change adds is read and written
+without anyone editing the SQL here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from django.db import connection
+from django.db.models import Model
+
+
+def columns(model: type[Model], alias: str) -> str:
+    """`alias.col, ...` for every concrete field, in _meta order."""
+    return ", ".join(f"{alias}.{f.column}" for f in model._meta.concrete_fields)
+
+
+def placeholders(values: Sequence) -> str:
+    """`IN (...)` contents for values; never empty, which SQL refuses."""
+    return ", ".join(["%s"] * len(values)) or "NULL"
+
+
+def _converters(model: type[Model]) -> list[tuple[list, object]]:
+    # What the ORM would apply to each column (JSON text to objects, SQLite's
+    # integers and strings to booleans and datetimes), computed once a model.
+    cache = _CONVERTERS.setdefault(connection.vendor, {})
+    if model not in cache:
+        cache[model] = []
+        for field in model._meta.concrete_fields:
+            col = field.get_col(model._meta.db_table)
+            found = connection.ops.get_db_converters(col)
+            found += field.get_db_converters(connection)
+            cache[model].append((found, col))
+    return cache[model]
+
+
+_CONVERTERS: dict[str, dict[type[Model], list]] = {}
+
+
+def from_row(model: type[Model], values: Sequence) -> Model:
+    """An instance from the values `columns(model, ...)` selected."""
+    converted = []
+    for (found, col), value in zip(_converters(model), values, strict=True):
+        for convert in found:
+            value = convert(value, col, connection)
+        converted.append(value)
+    names = [f.attname for f in model._meta.concrete_fields]
+    return model.from_db(connection.alias, names, converted)
+
+
+# Values psycopg sends as they are; any other field's value goes through the
+# field's own get_db_prep_save (a JSONField's, say).
+_PLAIN = frozenset(
+    {
+        "AutoField",
+        "BigAutoField",
+        "BigIntegerField",
+        "BooleanField",
+        "CharField",
+        "DateTimeField",
+        "FloatField",
+        "ForeignKey",
+        "IntegerField",
+        "PositiveIntegerField",
+        "PositiveSmallIntegerField",
+        "SlugField",
+        "SmallIntegerField",
+        "TextField",
+    }
+)
+
+
+def insert_rows(
+    instances: Sequence[Model],
+    *,
+    prepared: Mapping[str, list] | None = None,
+    by_row: frozenset[str] = frozenset(),
+) -> tuple[str, list]:
+    """`INSERT INTO table (...) SELECT ... FROM unnest(...)` for unsaved
+    instances of one model, with its params, whatever fields the model has.
+
+    prepared: database-ready values by attname, one per instance, instead of
+    the instances' own. The primary key, a column whose value differs between
+    rows and one named in by_row are arrays unnested; one the same in every row is one
+    parameter. One statement writes any number of rows, and its parameter
+    count does not grow with them. A by_row value is `u.<attname>` in a WHERE
+    the caller adds.
+    """
+    model = type(instances[0])
+    prepared = prepared or {}
+    by_row = by_row | {model._meta.pk.attname}
+    names, exprs, params = [], [], []
+    arrays, array_params = [], []
+    for field in model._meta.concrete_fields:
+        name = field.attname
+        names.append(field.column)
+        if name in prepared:
+            values = prepared[name]
+        elif field.get_internal_type() in _PLAIN:
+            values = [getattr(obj, name) for obj in instances]
+        else:
+            values = [
+                field.get_db_prep_save(getattr(obj, name), connection)
+                for obj in instances
+            ]
+        cast = field.db_type(connection)
+        first = values[0]
+        if name in by_row or any(v != first for v in values):
+            arrays.append((f"%s::{cast}[]", name))
+            array_params.append(values)
+            exprs.append(f"u.{name}")
+        else:
+            exprs.append(f"%s::{cast}")
+            params.append(first)
+    unnest = ", ".join(cast for cast, _ in arrays)
+    aliases = ", ".join(name for _, name in arrays)
+    sql = (
+        f"INSERT INTO {model._meta.db_table} ({', '.join(names)}) "
+        f"SELECT {', '.join(exprs)} FROM unnest({unnest}) AS u({aliases})"
+    )
+    # Scalars come first in the text (the SELECT list), then the arrays.
+    return sql, params + array_params

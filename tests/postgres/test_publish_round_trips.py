@@ -1,0 +1,193 @@
+"""Round trips per publish, counted on a real PostgreSQL connection.
+
+Each statement Django sends is one round trip, and Django records BEGIN,
+COMMIT and ROLLBACK too: a plain publish through the API has none (it runs
+outside a transaction; its one write statement is atomic on its own), an
+idempotent one runs in a transaction (its lock must outlive a statement). A
+regression that adds a query fails here.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import psycopg
+import pytest
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
+
+from deliveries.models import Delivery, Event
+from deliveries.services import EventInput, event_publish, events_publish
+from tests import factories
+from tests.acceptance.processes import dispatcher_database_url
+from tests.api.conftest import api_as, assert_problem
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+EVENT = {"merchant": "acme", "type": "order.created", "data": {"n": 1}}
+
+
+@pytest.fixture
+def acme(on_postgres):
+    merchant = factories.merchant("acme")
+    factories.endpoint(merchant)
+    factories.endpoint(merchant, event_types=["order.*"])
+    factories.endpoint(merchant, event_types=["invoice.*"])  # not this event's
+    return merchant
+
+
+TRANSACTION = {"BEGIN", "COMMIT", "ROLLBACK"}
+
+
+def _sql(captured: CaptureQueriesContext) -> list[str]:
+    return [q["sql"] for q in captured.captured_queries]
+
+
+def _statements(queries: list[str]) -> list[str]:
+    return [q for q in queries if q not in TRANSACTION]
+
+
+def _post(api, path, body, **kwargs):
+    with CaptureQueriesContext(connection) as captured:
+        response = api.post(path, body, **kwargs)
+    return response, _sql(captured)
+
+
+def test_a_single_publish_is_two_statements_once_the_key_is_cached(acme):
+    api = api_as(None)
+    first, cold = _post(api, "/events", EVENT)
+    second, warm = _post(api, "/events", EVENT)
+
+    assert first.status_code == second.status_code == 201
+    assert len(second.json()["deliveries"]) == 2
+    # Key (read and touched in one statement), merchant with its endpoints,
+    # then the event, its deliveries and the NOTIFY in one statement.
+    assert len(cold) == 3, cold
+    assert len(warm) == 2, warm
+    assert "pg_notify" in warm[1]
+    assert Delivery.objects.count() == 4
+
+
+def test_an_idempotent_publish_is_two_statements_and_a_replay_three(acme):
+    api = api_as(None)
+    api.get("/merchants/acme")  # warms the key cache
+    key = {"Idempotency-Key": "order-1"}
+    created, new = _post(api, "/events", EVENT, headers=key)
+    replayed, again = _post(api, "/events", EVENT, headers=key)
+    mismatch, other = _post(api, "/events", {**EVENT, "data": {"n": 2}}, headers=key)
+
+    assert created.status_code == 201
+    assert replayed.status_code == 200
+    assert replayed.json() == created.json()
+    assert_problem(mismatch, 422, ["header", "Idempotency-Key"])
+    for queries in (new, again, other):
+        assert queries[0] == "BEGIN" and queries[-1] == "COMMIT", queries
+    # The merchant with the key's lock, then the write (if the key is new).
+    assert len(_statements(new)) == 2, new
+    # + the stored event with its deliveries.
+    assert len(_statements(again)) == 3, again
+    assert len(_statements(other)) == 3, other
+    assert Event.objects.count() == 1
+
+
+def test_a_batch_of_any_size_and_merchants_is_two_statements(acme):
+    globex = factories.merchant("globex")
+    factories.endpoint(globex)
+    api = api_as(None)
+    api.get("/merchants/acme")  # warms the key cache
+    events = [
+        {**EVENT, "merchant": "acme" if n % 3 else "globex", "data": {"n": n}}
+        for n in range(300)
+    ]
+    response, queries = _post(api, "/events/batch", {"events": events})
+
+    assert response.status_code == 201
+    assert len(queries) == 2, queries
+    assert Event.objects.count() == 300
+    assert Delivery.objects.count() == 200 * 2 + 100
+
+
+def test_a_refused_batch_costs_one_read_and_writes_nothing(acme):
+    api = api_as(None)
+    api.get("/merchants/acme")
+    events = [EVENT, {**EVENT, "data": {"big": "x" * 300_000}}, EVENT]
+    response, queries = _post(api, "/events/batch", {"events": events})
+
+    assert_problem(response, 422, ["body", "events", 1, "data"])
+    assert len(queries) == 1, queries
+    assert not Event.objects.exists()
+
+
+def test_in_process_publish_is_two_statements_and_one_notify_a_transaction(acme):
+    with CaptureQueriesContext(connection) as captured, transaction.atomic():
+        event_publish(merchant=acme, type="order.created", data={"n": 1})
+        events_publish(
+            merchant=acme,
+            events=[EventInput("order.created", {"n": n}) for n in range(3)],
+        )
+    queries = _sql(captured)
+
+    assert queries[0] == "BEGIN" and queries[-1] == "COMMIT"
+    queries = _statements(queries)
+    assert len(queries) == 4, queries
+    assert sum("pg_notify" in q or "NOTIFY" in q for q in queries) == 1
+    assert Delivery.objects.count() == 8
+
+
+def _notifications_after(publish) -> list:
+    """NOTIFYs a listener gets for what publish() commits."""
+    with psycopg.connect(dispatcher_database_url(), autocommit=True) as listener:
+        listener.execute("LISTEN relay_deliveries")
+        publish()
+        return list(listener.notifies(timeout=1, stop_after=1))
+
+
+def test_a_notify_lost_with_a_rolled_back_savepoint_is_sent_again(acme):
+    def publish() -> None:
+        with transaction.atomic():
+            try:
+                with transaction.atomic():
+                    event_publish(merchant=acme, type="order.created", data={})
+                    raise RuntimeError("the caller's step failed")
+            except RuntimeError:
+                pass
+            event_publish(merchant=acme, type="order.created", data={})
+
+    assert len(_notifications_after(publish)) == 1
+    assert Event.objects.count() == 1
+
+
+def test_a_key_in_progress_is_409_after_one_statement(acme):
+    from deliveries import ingest
+
+    api = api_as(None)
+    api.get("/merchants/acme")
+    started, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        try:
+            with transaction.atomic():
+                ingest.event_ingest(
+                    merchant="acme",
+                    type="order.created",
+                    data={"n": 1},
+                    key="order-1",
+                    scope="platform",
+                )
+                started.set()
+                release.wait(timeout=10)
+        finally:
+            connection.close()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert started.wait(timeout=10)
+    try:
+        response, queries = _post(
+            api, "/events", EVENT, headers={"Idempotency-Key": "order-1"}
+        )
+    finally:
+        release.set()
+        holder.join()
+    assert_problem(response, 409)
+    assert queries == ["BEGIN", queries[1], "ROLLBACK"], queries
