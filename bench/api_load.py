@@ -1,23 +1,38 @@
-"""Events accepted per second by the REST API, through gunicorn, on PostgreSQL.
+"""Ingest throughput through gunicorn on PostgreSQL, and in-process publish cost.
 
-Not a test: a bounded run that prints throughput and p50/p99 latency for
-single events and for batches of 100. It (re)creates its own database, so it
-never touches the development or test databases.
+Not a test: a bounded run that measures, in one go and against the same
+gunicorn, `GET /healthz` (the ceiling: one query a request), single
+`POST /events`, idempotent `POST /events` (a fresh Idempotency-Key each),
+`POST /events/batch` of 100, then `event_publish` in this process inside a
+`transaction.atomic()`. A merchant with 2 endpoints, so each event writes 2
+deliveries. It (re)creates its own database, so it never touches the
+development or test databases.
 
-    .venv/bin/python bench/api_load.py [--seconds 10] [--threads 8] [--workers 3]
+    .venv/bin/python bench/api_load.py [--seconds 10] [--connections 8]
+        [--workers 2] [--profile DIR]
 
-BENCH_DATABASE_URL defaults to postgres://postgres@127.0.0.1:5432/bench_api.
+HTTP load comes from wrk (apt-get install wrk) when it is installed, else from
+Python threads (which then compete with the server for the CPU). --profile
+samples one gunicorn worker with py-spy during the single-publish phase and
+prints where its time goes. BENCH_DATABASE_URL defaults to
+postgres://postgres@127.0.0.1:5432/bench_api.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
+import json
 import os
+import re
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -27,7 +42,9 @@ import requests
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
 PORT = 8765
-BASE = f"http://127.0.0.1:{PORT}/api/v1"
+SITE = f"http://127.0.0.1:{PORT}"
+EVENT = {"merchant": "bench", "type": "order.created", "data": {"order": 42}}
+TARGETS = {"single_vs_healthz": 0.5, "batch_events_per_s": 10_000, "inproc_p50_ms": 1.5}
 
 
 def recreate_database(url: str) -> None:
@@ -50,11 +67,11 @@ def manage(env: dict, *args: str) -> str:
     ).stdout
 
 
-def wait_until_up(timeout: float = 30) -> None:
+def wait_until_up(timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            if requests.get(f"http://127.0.0.1:{PORT}/healthz", timeout=5).ok:
+            if requests.get(f"{SITE}/healthz", timeout=5).ok:
                 return
         except (requests.ConnectionError, requests.Timeout):
             pass
@@ -62,59 +79,217 @@ def wait_until_up(timeout: float = 30) -> None:
     raise SystemExit("gunicorn did not come up")
 
 
-def run_phase(
-    *, key: str, seconds: float, threads: int, batch: int
-) -> tuple[int, list[float], int]:
-    """(events accepted, request latencies in ms, failed requests)."""
+# One Lua script per phase; each request of the idempotent phase carries a
+# key of its own (thread id and a counter).
+LUA = """
+wrk.method = "POST"
+wrk.body = {body}
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Authorization"] = "Bearer {key}"
+local n = 0
+local ids = 0
+function setup(thread)
+  ids = ids + 1
+  thread:set("tid", ids)
+end
+{request}
+"""
+LUA_KEYED = """
+function request()
+  n = n + 1
+  return wrk.format(nil, nil, {["Idempotency-Key"] = "k-" .. tid .. "-" .. n})
+end
+"""
+
+
+def wrk_phase(*, path: str, seconds: float, connections: int, lua: str | None) -> dict:
+    args = ["wrk", "--latency", "-t", "2", "-c", str(connections)]
+    args += ["-d", f"{seconds}s"]
+    with tempfile.NamedTemporaryFile("w", suffix=".lua") as script:
+        if lua:
+            script.write(lua)
+            script.flush()
+            args += ["-s", script.name]
+        out = subprocess.run(
+            [*args, SITE + path], capture_output=True, text=True, check=True
+        ).stdout
+    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    bad = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
+    errors = re.search(r"Socket errors:.*", out)
+    latency = dict(re.findall(r"^\s+(50|99)%\s+([\d.]+\w+)", out, re.M))
+    return {
+        "requests/s": rate,
+        "non-2xx": int(bad.group(1)) if bad else 0,
+        "p50": latency.get("50"),
+        "p99": latency.get("99"),
+        "socket errors": errors.group(0) if errors else "",
+    }
+
+
+def thread_phase(
+    *, path: str, seconds: float, connections: int, key: str, body, keyed: bool
+) -> dict:
     stop = time.monotonic() + seconds
     latencies: list[float] = []
-    accepted = [0]
-    failed = [0]
+    bad = [0]
     lock = threading.Lock()
 
     def client(n: int) -> None:
         session = requests.Session()
         session.headers["Authorization"] = f"Bearer {key}"
-        i = 0
         mine: list[float] = []
-        ok = bad = 0
+        i = 0
         while time.monotonic() < stop:
             i += 1
-            event = {"merchant": "bench", "type": "order.created", "data": {"n": i}}
-            if batch == 1:
-                url, body = f"{BASE}/events", event
-            else:
-                url, body = f"{BASE}/events/batch", {"events": [event] * batch}
+            headers = {"Idempotency-Key": f"k-{n}-{i}"} if keyed else {}
             t0 = time.perf_counter()
-            response = session.post(url, json=body, timeout=30)
-            mine.append((time.perf_counter() - t0) * 1000)
-            if response.status_code == 201:
-                ok += batch
+            if body is None:
+                response = session.get(SITE + path, timeout=30)
             else:
-                bad += 1
+                response = session.post(
+                    SITE + path, json=body, headers=headers, timeout=30
+                )
+            mine.append((time.perf_counter() - t0) * 1000)
+            if response.status_code >= 300:
+                with lock:
+                    bad[0] += 1
         with lock:
             latencies.extend(mine)
-            accepted[0] += ok
-            failed[0] += bad
 
-    workers = [threading.Thread(target=client, args=(n,)) for n in range(threads)]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join()
-    return accepted[0], latencies, failed[0]
+    threads = [threading.Thread(target=client, args=(n,)) for n in range(connections)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    q = statistics.quantiles(latencies, n=100, method="inclusive")
+    return {
+        "requests/s": len(latencies) / seconds,
+        "non-2xx": bad[0],
+        "p50": f"{q[49]:.2f}ms",
+        "p99": f"{q[98]:.2f}ms",
+    }
 
 
-def percentile(values: list[float], q: float) -> float:
-    return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
+def http_phases(
+    *, key: str, seconds: float, connections: int, before=lambda name: None
+) -> dict[str, dict]:
+    batch = {"events": [EVENT] * 100}
+    phases = {
+        "GET /healthz": ("/healthz", None, False),
+        "POST /events": ("/api/v1/events", EVENT, False),
+        "POST /events (Idempotency-Key)": ("/api/v1/events", EVENT, True),
+        "POST /events/batch (100)": ("/api/v1/events/batch", batch, False),
+    }
+    results = {}
+    use_wrk = shutil.which("wrk") is not None
+    for name, (path, body, keyed) in phases.items():
+        before(name)
+        if use_wrk:
+            lua = None
+            if body is not None:
+                lua = LUA.format(
+                    body=json.dumps(json.dumps(body)),
+                    key=key,
+                    request=LUA_KEYED if keyed else "",
+                )
+            results[name] = wrk_phase(
+                path=path, seconds=seconds, connections=connections, lua=lua
+            )
+        else:
+            results[name] = thread_phase(
+                path=path,
+                seconds=seconds,
+                connections=connections,
+                key=key,
+                body=body,
+                keyed=keyed,
+            )
+    return results
+
+
+def in_process(env: dict, *, count: int) -> dict:
+    """event_publish inside transaction.atomic(), timed in this process."""
+    os.environ.update(env)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "relayproject.settings")
+    sys.path.insert(0, str(ROOT))
+    import django
+
+    django.setup()
+    from django.db import connection, transaction
+
+    from deliveries.services import event_publish
+    from endpoints.models import Merchant
+
+    merchant = Merchant.objects.get(slug="bench")
+    db_seconds = [0.0]
+
+    def timed(execute, sql, params, many, context):
+        t0 = time.perf_counter()
+        try:
+            return execute(sql, params, many, context)
+        finally:
+            db_seconds[0] += time.perf_counter() - t0
+
+    calls, with_commit, in_db = [], [], []
+    for n in range(count + 50):
+        db_seconds[0] = 0.0
+        t0 = time.perf_counter()
+        with connection.execute_wrapper(timed), transaction.atomic():
+            t1 = time.perf_counter()
+            event = event_publish(
+                merchant=merchant, type="order.created", data={"n": n}
+            )
+            t2 = time.perf_counter()
+        t3 = time.perf_counter()
+        assert len(event.created_deliveries) == 2
+        if n >= 50:  # warm-up left out
+            calls.append((t2 - t1) * 1000)
+            in_db.append(db_seconds[0] * 1000)
+            with_commit.append((t3 - t0) * 1000)
+
+    def p(values: list[float], q: int) -> float:
+        return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
+
+    return {
+        "event_publish p50/p99 ms": (p(calls, 50), p(calls, 99)),
+        "of which in the database p50 ms": p(in_db, 50),
+        "with BEGIN/COMMIT p50/p99 ms": (p(with_commit, 50), p(with_commit, 99)),
+    }
+
+
+def start_profile(pid: int, seconds: float, out: Path) -> subprocess.Popen:
+    spy = shutil.which("py-spy") or str(Path(PYTHON).parent / "py-spy")
+    return subprocess.Popen(
+        [spy, "record", "-p", str(pid), "-d", str(int(seconds)), "-r", "200"]
+        + ["--format", "raw", "-o", str(out), "--nonblocking"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def summarise_profile(path: Path, top: int = 25) -> None:
+    """Inclusive share of samples per function, from py-spy's collapsed stacks."""
+    inclusive: Counter = Counter()
+    total = 0
+    for line in path.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        samples = int(count)
+        total += samples
+        frames = {re.sub(r" \(.*?:\d+\)$", "", f) for f in stack.split(";")}
+        for frame in frames:
+            inclusive[frame] += samples
+    print(f"\nprofile of one worker, {total} samples (inclusive %):")
+    for frame, samples in inclusive.most_common(top):
+        print(f"  {100 * samples / total:5.1f}%  {frame}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=10)
-    parser.add_argument("--threads", type=int, default=8)
-    parser.add_argument("--workers", type=int, default=3)
-    parser.add_argument("--gunicorn-threads", type=int, default=4)
+    parser.add_argument("--connections", type=int, default=8)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--in-process", type=int, default=2000, dest="count")
+    parser.add_argument("--profile", type=Path, help="directory for py-spy output")
     args = parser.parse_args()
 
     url = os.environ.get(
@@ -127,27 +302,18 @@ def main() -> None:
         "DEBUG": "false",
         "SECRET_KEY": "bench-only-secret-key-not-for-production",
         "ALLOWED_HOSTS": "127.0.0.1",
+        "SECURE_SSL_REDIRECT": "false",
         "RELAY_ALLOW_PRIVATE_DESTINATIONS": "true",
+        "RELAY_ENCRYPTION_KEYS": base64.urlsafe_b64encode(os.urandom(32)).decode(),
         "LOG_LEVEL": "WARNING",
     }
     env.pop("TEST_DATABASE_URL", None)
     manage(env, "migrate", "--noinput")
     key = manage(env, "create_api_key", "--name", "bench").strip().splitlines()[-1]
     server = subprocess.Popen(
-        [
-            str(Path(PYTHON).parent / "gunicorn"),
-            "relayproject.wsgi",
-            "--bind",
-            f"127.0.0.1:{PORT}",
-            "--workers",
-            str(args.workers),
-            "--worker-class",
-            "gthread",
-            "--threads",
-            str(args.gunicorn_threads),
-            "--log-level",
-            "warning",
-        ],
+        [PYTHON, "-m", "gunicorn", "relayproject.wsgi"]
+        + ["--bind", f"127.0.0.1:{PORT}", "--workers", str(args.workers)]
+        + ["--log-level", "warning", "--no-control-socket"],
         cwd=ROOT,
         env=env,
     )
@@ -155,30 +321,60 @@ def main() -> None:
         wait_until_up()
         session = requests.Session()
         session.headers["Authorization"] = f"Bearer {key}"
-        session.post(f"{BASE}/merchants", json={"slug": "bench", "name": "Bench"})
+        session.post(f"{SITE}/api/v1/merchants", json={"slug": "bench", "name": "B"})
         for _ in range(2):  # fan-out to two endpoints, as a real merchant has
             session.post(
-                f"{BASE}/merchants/bench/endpoints",
+                f"{SITE}/api/v1/merchants/bench/endpoints",
                 json={"url": "http://127.0.0.1:9/hook"},
             ).raise_for_status()
-        run_phase(key=key, seconds=1, threads=args.threads, batch=1)  # warm up
+        http_phases(key=key, seconds=1, connections=args.connections)  # warm up
+        load = subprocess.run(["uptime"], capture_output=True, text=True).stdout
+        print(f"before: {load.strip()}")
         print(
-            f"workers={args.workers}x{args.gunicorn_threads} threads client="
-            f"{args.threads} seconds={args.seconds}"
+            f"gunicorn {args.workers} sync workers, {args.connections} connections, "
+            f"{args.seconds:.0f} s a phase, wrk={'yes' if shutil.which('wrk') else 'no'}"
         )
-        for batch in (1, 100):
-            accepted, latencies, failed = run_phase(
-                key=key, seconds=args.seconds, threads=args.threads, batch=batch
-            )
-            print(
-                f"batch={batch:<4} events/s={accepted / args.seconds:8.0f} "
-                f"requests={len(latencies)} failed={failed} "
-                f"p50={percentile(latencies, 50):.1f}ms "
-                f"p99={percentile(latencies, 99):.1f}ms"
-            )
+        spies: list[subprocess.Popen] = []
+
+        def profile(name: str) -> None:
+            if args.profile and name == "POST /events":
+                args.profile.mkdir(parents=True, exist_ok=True)
+                workers = subprocess.run(
+                    ["pgrep", "-P", str(server.pid)], capture_output=True, text=True
+                ).stdout.split()
+                out = args.profile / "single.txt"
+                spies.append(start_profile(int(workers[0]), args.seconds, out))
+
+        results = http_phases(
+            key=key, seconds=args.seconds, connections=args.connections, before=profile
+        )
     finally:
         server.terminate()
         server.wait(timeout=30)
+    for name, result in results.items():
+        events = result["requests/s"] * (100 if "batch" in name else 1)
+        print(
+            f"{name:34} {result['requests/s']:9.1f} req/s {events:9.0f} events/s "
+            f"p50 {result['p50']:>8} p99 {result['p99']:>8} "
+            f"non-2xx {result['non-2xx']} {result.get('socket errors', '')}"
+        )
+    inproc = in_process(env, count=args.count)
+    for name, value in inproc.items():
+        print(f"in-process {name}: {value}")
+    ceiling = results["GET /healthz"]["requests/s"]
+    single = results["POST /events"]["requests/s"]
+    batch = results["POST /events/batch (100)"]["requests/s"] * 100
+    p50 = inproc["event_publish p50/p99 ms"][0]
+    print(
+        f"\nsingle / healthz = {single / ceiling:.2f} (target "
+        f">= {TARGETS['single_vs_healthz']}); batch events/s = {batch:.0f} (target "
+        f">= {TARGETS['batch_events_per_s']}); in-process p50 = {p50:.2f} ms "
+        f"(target < {TARGETS['inproc_p50_ms']})"
+    )
+    print(f"after: {subprocess.run(['uptime'], capture_output=True, text=True).stdout}")
+    for spy in spies:
+        spy.wait(timeout=120)
+        summarise_profile(args.profile / "single.txt")
 
 
 if __name__ == "__main__":

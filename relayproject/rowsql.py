@@ -74,6 +74,26 @@ _PLAIN = frozenset(
 )
 
 
+def _insert_plan(model: type[Model]) -> list[tuple[str, str, str, object]]:
+    # (attname, column, SQL type, field or None when psycopg takes the value
+    # as it is), computed once a model: this runs on every publish.
+    cache = _PLANS.setdefault(connection.vendor, {})
+    if model not in cache:
+        cache[model] = [
+            (
+                f.attname,
+                f.column,
+                f.db_type(connection),
+                None if f.get_internal_type() in _PLAIN else f,
+            )
+            for f in model._meta.concrete_fields
+        ]
+    return cache[model]
+
+
+_PLANS: dict[str, dict[type[Model], list]] = {}
+
+
 def insert_rows(
     instances: Sequence[Model],
     *,
@@ -85,29 +105,27 @@ def insert_rows(
 
     prepared: database-ready values by attname, one per instance, instead of
     the instances' own. The primary key, a column whose value differs between
-    rows and one named in by_row are arrays unnested; one the same in every row is one
-    parameter. One statement writes any number of rows, and its parameter
-    count does not grow with them. A by_row value is `u.<attname>` in a WHERE
-    the caller adds.
+    rows and one named in by_row are arrays unnested; one the same in every
+    row is one parameter. One statement writes any number of rows, and its
+    parameter count does not grow with them. A by_row value is `u.<attname>`
+    in a WHERE the caller adds.
     """
     model = type(instances[0])
     prepared = prepared or {}
     by_row = by_row | {model._meta.pk.attname}
     names, exprs, params = [], [], []
     arrays, array_params = [], []
-    for field in model._meta.concrete_fields:
-        name = field.attname
-        names.append(field.column)
+    for name, column, cast, field in _insert_plan(model):
+        names.append(column)
         if name in prepared:
             values = prepared[name]
-        elif field.get_internal_type() in _PLAIN:
-            values = [getattr(obj, name) for obj in instances]
+        elif field is None:
+            values = [obj.__dict__[name] for obj in instances]
         else:
             values = [
-                field.get_db_prep_save(getattr(obj, name), connection)
+                field.get_db_prep_save(obj.__dict__[name], connection)
                 for obj in instances
             ]
-        cast = field.db_type(connection)
         first = values[0]
         if name in by_row or any(v != first for v in values):
             arrays.append((f"%s::{cast}[]", name))
