@@ -13,7 +13,8 @@ development or test databases.
 
 HTTP load comes from wrk (apt-get install wrk) when it is installed, else from
 Python threads (which then compete with the server for the CPU). --profile
-samples one gunicorn worker with py-spy during the single-publish phase and
+samples one gunicorn worker with py-spy (pip install py-spy) during the
+single-publish phase and
 prints where its time goes. BENCH_DATABASE_URL defaults to
 postgres://postgres@127.0.0.1:5432/bench_api.
 """
@@ -97,14 +98,17 @@ end
 LUA_KEYED = """
 function request()
   n = n + 1
-  return wrk.format(nil, nil, {["Idempotency-Key"] = "k-" .. tid .. "-" .. n})
+  local headers = {}
+  for name, value in pairs(wrk.headers) do headers[name] = value end
+  headers["Idempotency-Key"] = "k-" .. tid .. "-" .. n
+  return wrk.format(nil, nil, headers)
 end
 """
 
 
 def wrk_phase(*, path: str, seconds: float, connections: int, lua: str | None) -> dict:
     args = ["wrk", "--latency", "-t", "2", "-c", str(connections)]
-    args += ["-d", f"{seconds}s"]
+    args += ["-d", f"{int(seconds)}s"]
     with tempfile.NamedTemporaryFile("w", suffix=".lua") as script:
         if lua:
             script.write(lua)
