@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
+from endpoints.filtering import endpoints_passing
 from endpoints.matching import subscribes_to
 from endpoints.models import Endpoint
 
@@ -28,4 +29,6 @@ def receivers(
     """
     if aimed_at is not None:
         return [e for e in endpoints if e.pk in aimed_at]
-    return [e for e in endpoints if subscribes_to(e.event_types, type)]
+    subscribed = [e for e in endpoints if subscribes_to(e.event_types, type)]
+    # Payload filters: a filtered-out endpoint gets no delivery row at all.
+    return endpoints_passing(subscribed, type=type, data=data)

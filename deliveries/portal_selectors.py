@@ -39,6 +39,15 @@ def event_types_seen(*, merchant_id: int) -> list[str]:
     )
 
 
+def events_recent(*, merchant_id: int, limit: int = 20) -> list[Event]:
+    """The merchant's newest events, for trying a payload filter on."""
+    return list(
+        Event.objects.filter(merchant_id=merchant_id)
+        .only("id", "type", "data", "created_at")
+        .order_by("-created_at", "-id")[:limit]
+    )
+
+
 @dataclass(frozen=True)
 class Page:
     items: list[Delivery]

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from django.conf import settings
 
+from endpoints.catalogue import schema_problems
 from endpoints.models import Merchant
 
 # (where in the event, what is wrong): where is e.g. ["data"] or ["type"].
@@ -35,4 +36,8 @@ def event_errors(
     """What is wrong with one event; data_json is data as it will be stored."""
     if len(data_json) > settings.MAX_EVENT_BYTES:
         return [(["data"], "Larger than MAX_EVENT_BYTES.")]
-    return []
+    # The event-type catalogue: data of a type with a schema must match it.
+    return [
+        (["data", *path], message)
+        for path, message in schema_problems(type=type, data=data)
+    ]

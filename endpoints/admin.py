@@ -16,11 +16,13 @@ from django.utils.html import format_html
 from django.utils.http import urlencode
 
 from endpoints.admin_memberships import MembershipGrantsLogged, MembershipInline
+from endpoints.catalogue import fields_errors as catalogue_field_errors
 from endpoints.models import (
     ApiKey,
     Endpoint,
     EndpointHealth,
     EndpointSecret,
+    EventType,
     Merchant,
 )
 from endpoints.services import (
@@ -327,3 +329,36 @@ class ApiKeyAdmin(admin.ModelAdmin):
     @admin.display(boolean=True, description="platform")
     def is_platform(self, key: ApiKey) -> bool:
         return key.is_platform
+
+
+class EventTypeForm(forms.ModelForm):
+    """The same checks as the API: a valid JSON Schema, an example that matches it."""
+
+    class Meta:
+        model = EventType
+        fields = ("name", "description", "schema", "example", "deprecated")
+
+    def clean(self):
+        cleaned = super().clean()
+        errors = catalogue_field_errors(
+            name=cleaned.get("name"),
+            description=cleaned.get("description"),
+            schema=cleaned.get("schema"),
+            example=cleaned.get("example"),
+        )
+        for field, problems in errors.items():
+            for problem in problems:
+                self.add_error(field, problem)
+        return cleaned
+
+
+@admin.register(EventType)
+class EventTypeAdmin(admin.ModelAdmin):
+    form = EventTypeForm
+    list_display = ("name", "deprecated", "has_schema", "updated_at")
+    list_filter = ("deprecated",)
+    search_fields = ("name", "description")
+
+    @admin.display(boolean=True, description="schema")
+    def has_schema(self, event_type: EventType) -> bool:
+        return event_type.schema is not None

@@ -2,20 +2,27 @@
 
 from __future__ import annotations
 
-from django.http import HttpRequest
+from django.http import Http404, HttpRequest
+from django.urls import reverse
 from ninja import Query, Router, Status
 from ninja.errors import AuthorizationError
 
-from endpoints import services
-from endpoints.models import Endpoint
+from endpoints import catalogue, portal_links, services
+from endpoints.models import Endpoint, EventType, Membership
 from endpoints.schemas import (
     EndpointCreated,
     EndpointIn,
     EndpointOut,
     EndpointPage,
     EndpointPatch,
+    EventTypeIn,
+    EventTypeOut,
+    EventTypePage,
+    EventTypePatch,
     MerchantIn,
     MerchantOut,
+    PortalSessionIn,
+    PortalSessionOut,
     RecoverIn,
     RecoverOut,
     SecretRotated,
@@ -84,7 +91,8 @@ def endpoint_get(request: HttpRequest, slug: str, endpoint_id: str):
 def endpoint_update(
     request: HttpRequest, slug: str, endpoint_id: str, payload: EndpointPatch
 ):
-    """Change only the fields sent; null clears max_attempts and rate_limit_per_second."""
+    """Change only the fields sent; null clears max_attempts, rate_limit_per_second,
+    filter and headers."""
     endpoint = visible_endpoint(request, slug, endpoint_id)
     changes = payload.dict(exclude_unset=True)
     for field in ("url", "description", "event_types", "is_active"):
@@ -131,3 +139,98 @@ def endpoint_recover(
         dry_run=payload.dry_run,
     )
     return Status(202, {"count": count})
+
+
+@router.post(
+    "/merchants/{slug}/portal-sessions",
+    response={201: PortalSessionOut, **COMMON_ERRORS},
+)
+def portal_session_create(
+    request: HttpRequest, slug: str, payload: PortalSessionIn | None = None
+):
+    """A single-use link that opens the portal for this merchant, with this role
+    (viewer by default), for a few minutes; no Django user needed."""
+    merchant = visible_merchant(request, slug)
+    key = api_key(request)
+    link, token = portal_links.portal_link_create(
+        merchant=merchant,
+        role=(payload.role if payload else Membership.Role.VIEWER),
+        created_by=f"api key {key.prefix}",
+    )
+    url = request.build_absolute_uri(reverse("portal:link_open", args=[token]))
+    return Status(201, {"url": url, "expires_at": link.expires_at})
+
+
+def _platform_only(request: HttpRequest) -> None:
+    if not api_key(request).is_platform:
+        raise AuthorizationError(message="Only platform keys change the catalogue.")
+
+
+def _event_type(name: str) -> EventType:
+    event_type = EventType.objects.filter(name=name).first()
+    if event_type is None:
+        raise Http404(f"No event type {name!r}.")
+    return event_type
+
+
+@router.get(
+    "/event-types", response={200: EventTypePage, **COMMON_ERRORS}, by_alias=True
+)
+def event_type_list(request: HttpRequest):
+    """The whole catalogue, by name (it is small: one page)."""
+    return {"items": list(EventType.objects.order_by("name")), "next_cursor": None}
+
+
+@router.post(
+    "/event-types",
+    response={201: EventTypeOut, 403: Problem, **COMMON_ERRORS},
+    by_alias=True,
+)
+def event_type_create(request: HttpRequest, payload: EventTypeIn):
+    """Add a type; with a schema, published data of this type must match it."""
+    _platform_only(request)
+    fields = payload.dict()
+    return Status(
+        201,
+        catalogue.event_type_create(
+            name=fields["name"],
+            description=fields["description"],
+            schema=fields["schema_"],
+            example=fields["example"],
+            deprecated=fields["deprecated"],
+        ),
+    )
+
+
+@router.get(
+    "/event-types/{name}", response={200: EventTypeOut, **COMMON_ERRORS}, by_alias=True
+)
+def event_type_get(request: HttpRequest, name: str):
+    return _event_type(name)
+
+
+@router.patch(
+    "/event-types/{name}",
+    response={200: EventTypeOut, 403: Problem, **COMMON_ERRORS},
+    by_alias=True,
+)
+def event_type_update(request: HttpRequest, name: str, payload: EventTypePatch):
+    """Change only the fields sent; null clears the schema or the example."""
+    _platform_only(request)
+    changes = payload.dict(exclude_unset=True)
+    if "schema_" in changes:
+        changes["schema"] = changes.pop("schema_")
+    if changes.get("description", "") is None:
+        del changes["description"]
+    if "deprecated" in changes and changes["deprecated"] is None:
+        del changes["deprecated"]
+    return catalogue.event_type_update(event_type=_event_type(name), **changes)
+
+
+@router.delete(
+    "/event-types/{name}", response={204: None, 403: Problem, **COMMON_ERRORS}
+)
+def event_type_delete(request: HttpRequest, name: str):
+    _platform_only(request)
+    catalogue.event_type_delete(event_type=_event_type(name))
+    return Status(204, None)

@@ -70,6 +70,10 @@ class Endpoint(models.Model):
     disabled_at = models.DateTimeField(null=True, blank=True)
     max_attempts = models.PositiveIntegerField(null=True, blank=True)
     rate_limit_per_second = models.FloatField(null=True, blank=True)
+    # A payload filter (endpoints/filtering.py); null lets every event through.
+    filter = models.JSONField(null=True, blank=True)
+    # {"name": "value"} sent with every request (endpoints/custom_headers.py).
+    headers = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -194,3 +198,50 @@ class ApiKey(models.Model):
     @property
     def is_platform(self) -> bool:
         return self.merchant_id is None
+
+
+class PortalLink(models.Model):
+    """A single-use link into the portal for one merchant, made through the API.
+
+    Only a hash of the token is stored; the link itself is shown once.
+    """
+
+    merchant = models.ForeignKey(
+        Merchant, on_delete=models.CASCADE, related_name="portal_links"
+    )
+    role = models.CharField(
+        max_length=16, choices=Membership.Role.choices, default=Membership.Role.VIEWER
+    )
+    token_hash = models.CharField(max_length=64, unique=True)
+    created_by = models.CharField(max_length=200, blank=True, default="")
+    created_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+    used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"portal link {self.pk} for {self.merchant_id} ({self.role})"
+
+
+class EventType(models.Model):
+    """An entry in the event-type catalogue, shared by every merchant.
+
+    With a schema, published events of this type must match it (JSON Schema,
+    checked by endpoints/catalogue.py); without one any data is accepted.
+    """
+
+    name = models.CharField(max_length=255, unique=True)
+    description = models.TextField(blank=True, default="")
+    schema = models.JSONField(null=True, blank=True)
+    example = models.JSONField(null=True, blank=True)
+    deprecated = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name

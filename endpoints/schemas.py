@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 from ninja import Field, Schema
 from pydantic import AfterValidator, StringConstraints
 
-from endpoints.matching import SUBSCRIPTION_RE
-from endpoints.models import Endpoint, EndpointHealth
+from endpoints.matching import EVENT_TYPE_RE, MAX_EVENT_TYPE_LENGTH, SUBSCRIPTION_RE
+from endpoints.models import Endpoint, EndpointHealth, Membership
 
 Subscription = Annotated[
     str, StringConstraints(max_length=255, pattern=SUBSCRIPTION_RE.pattern)
@@ -35,6 +35,18 @@ Destination = Annotated[
     AfterValidator(_allowed_destination),
 ]
 MaxAttempts = Annotated[int, Field(ge=1, le=100)]
+# Checked by the services (endpoints/filtering.py, endpoints/custom_headers.py),
+# whose messages name the operator or header at fault.
+PayloadFilter = Annotated[
+    dict[str, Any],
+    Field(description="JSON filter on `type` and `data`; see the README."),
+]
+CustomHeaders = Annotated[
+    dict[str, str],
+    Field(
+        description="Up to 20 headers sent with every request; reserved names refused."
+    ),
+]
 RateLimit = Annotated[float, Field(gt=0, le=10000)]
 
 
@@ -56,6 +68,8 @@ class EndpointIn(Schema):
     event_types: list[Subscription] = Field(default_factory=list, max_length=100)
     max_attempts: MaxAttempts | None = None
     rate_limit_per_second: RateLimit | None = None
+    filter: PayloadFilter | None = None
+    headers: CustomHeaders | None = None
 
 
 class EndpointPatch(Schema):
@@ -64,6 +78,8 @@ class EndpointPatch(Schema):
     event_types: list[Subscription] | None = Field(None, max_length=100)
     max_attempts: MaxAttempts | None = None
     rate_limit_per_second: RateLimit | None = None
+    filter: PayloadFilter | None = None
+    headers: CustomHeaders | None = None
     is_active: bool | None = None
 
 
@@ -77,6 +93,8 @@ class EndpointOut(Schema):
     disabled_reason: str
     max_attempts: int | None
     rate_limit_per_second: float | None
+    filter: dict[str, Any] | None
+    headers: dict[str, str]
     breaker_state: str
     created_at: datetime
     updated_at: datetime
@@ -112,3 +130,50 @@ class RecoverIn(Schema):
 
 class RecoverOut(Schema):
     count: int
+
+
+class PortalSessionIn(Schema):
+    role: Membership.Role = Membership.Role.VIEWER
+
+
+class PortalSessionOut(Schema):
+    url: str
+    expires_at: datetime
+
+
+EventTypeName = Annotated[
+    str,
+    StringConstraints(
+        min_length=1, max_length=MAX_EVENT_TYPE_LENGTH, pattern=EVENT_TYPE_RE.pattern
+    ),
+]
+
+
+class EventTypeIn(Schema):
+    name: EventTypeName
+    description: str = Field("", max_length=2000)
+    schema_: dict[str, Any] | None = Field(None, alias="schema")
+    example: Any = None
+    deprecated: bool = False
+
+
+class EventTypePatch(Schema):
+    description: str | None = Field(None, max_length=2000)
+    schema_: dict[str, Any] | None = Field(None, alias="schema")
+    example: Any = None
+    deprecated: bool | None = None
+
+
+class EventTypeOut(Schema):
+    name: str
+    description: str
+    schema_: dict[str, Any] | None = Field(alias="schema")
+    example: Any
+    deprecated: bool
+    created_at: datetime
+    updated_at: datetime
+
+
+class EventTypePage(Schema):
+    items: list[EventTypeOut]
+    next_cursor: str | None

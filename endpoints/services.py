@@ -15,6 +15,8 @@ from django.db.models.functions import Greatest, Least
 from django.db.models.lookups import GreaterThanOrEqual
 
 from endpoints import destinations, ratelimit
+from endpoints.custom_headers import header_errors
+from endpoints.filtering import filter_errors
 from endpoints.keycache import live_keys
 from endpoints.matching import is_valid_subscription
 from endpoints.models import (
@@ -54,8 +56,14 @@ def _clean_fields(
     event_types: Sequence[str] | None,
     max_attempts: int | None,
     rate_limit_per_second: float | None,
+    filter: object = None,
+    headers: object = None,
 ) -> dict[str, list[str]]:
     errors: dict[str, list[str]] = {}
+    if problems := filter_errors(filter):
+        errors["filter"] = problems
+    if problems := header_errors(headers):
+        errors["headers"] = problems
     if url is not None:
         if len(url) > 2000:
             errors["url"] = ["At most 2000 characters."]
@@ -89,6 +97,8 @@ def endpoint_create(
     event_types: Sequence[str] = (),
     max_attempts: int | None = None,
     rate_limit_per_second: float | None = None,
+    filter: dict | None = None,
+    headers: dict[str, str] | None = None,
     now: datetime | None = None,
 ) -> Endpoint:
     """Create an endpoint with its first signing secret and a closed breaker."""
@@ -98,6 +108,8 @@ def endpoint_create(
         event_types=event_types,
         max_attempts=max_attempts,
         rate_limit_per_second=rate_limit_per_second,
+        filter=filter,
+        headers=headers,
     )
     if len(description) > 500:
         errors["description"] = ["At most 500 characters."]
@@ -111,6 +123,8 @@ def endpoint_create(
             event_types=list(dict.fromkeys(event_types)),
             max_attempts=max_attempts,
             rate_limit_per_second=rate_limit_per_second,
+            filter=filter or None,
+            headers=headers or {},
         )
         EndpointSecret.objects.create(
             endpoint=endpoint, secret=generate_secret(), created_at=now
@@ -131,6 +145,8 @@ def endpoint_update(
     event_types=_UNSET,
     max_attempts=_UNSET,
     rate_limit_per_second=_UNSET,
+    filter=_UNSET,
+    headers=_UNSET,
     is_active=_UNSET,
     now: datetime | None = None,
 ) -> Endpoint:
@@ -142,6 +158,8 @@ def endpoint_update(
         rate_limit_per_second=None
         if rate_limit_per_second is _UNSET
         else rate_limit_per_second,
+        filter=None if filter is _UNSET else filter,
+        headers=None if headers is _UNSET else headers,
     )
     if description is not _UNSET and len(description or "") > 500:
         errors["description"] = ["At most 500 characters."]
@@ -155,6 +173,8 @@ def endpoint_update(
         else _UNSET,
         "max_attempts": max_attempts,
         "rate_limit_per_second": rate_limit_per_second,
+        "filter": (filter or None) if filter is not _UNSET else _UNSET,
+        "headers": (headers or {}) if headers is not _UNSET else _UNSET,
     }
     for field, value in changes.items():
         if value is not _UNSET:

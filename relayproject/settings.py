@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import socket
 import warnings
 from datetime import timedelta
@@ -53,6 +54,8 @@ MIDDLEWARE = [
     "relayproject.proxies.TrustedProxyMiddleware",
     "relayproject.requestid.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # Outermost but one: it rewrites the framing headers the inner ones set.
+    "endpoints.portal.branding.PortalFramingMiddleware",
     # Serves the admin, portal and API-docs assets under gunicorn too, with no
     # separate web server; WHITENOISE_USE_FINDERS works before collectstatic.
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -81,6 +84,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "endpoints.portal.branding.branding",
             ],
         },
     },
@@ -230,6 +234,21 @@ if not RELAY_ENCRYPTION_KEYS and DEBUG:
 check_encryption_keys(RELAY_ENCRYPTION_KEYS)
 # The demo receiver (relayproject/demo.py) answers only with DEBUG or this.
 RELAY_DEMO = env.bool("RELAY_DEMO", default=False)
+# The merchant portal as a platform hands it to its customers (README).
+PORTAL_LINK_TTL_SECONDS = env.int("PORTAL_LINK_TTL_SECONDS", default=300)
+PORTAL_SESSION_SECONDS = env.int("PORTAL_SESSION_SECONDS", default=3600)
+# Origins allowed to show the portal in an iframe; empty keeps X-Frame-Options: DENY.
+PORTAL_FRAME_ANCESTORS = env.list("PORTAL_FRAME_ANCESTORS", default=[])
+PORTAL_PRODUCT_NAME = env("PORTAL_PRODUCT_NAME", default="webhook-relay")
+PORTAL_ACCENT_COLOR = env("PORTAL_ACCENT_COLOR", default="#2755c9")
+if not re.fullmatch(r"#[0-9a-fA-F]{6}", PORTAL_ACCENT_COLOR):
+    raise ImproperlyConfigured("PORTAL_ACCENT_COLOR is a colour like #2755c9.")
+for _origin in PORTAL_FRAME_ANCESTORS:
+    if not re.fullmatch(r"https?://[A-Za-z0-9.-]+(:[0-9]+)?", _origin):
+        raise ImproperlyConfigured(
+            f"PORTAL_FRAME_ANCESTORS holds origins like https://app.example.com, "
+            f"not {_origin!r}."
+        )
 # Django refuses bodies above this before a view runs; the API has its own
 # Content-Length check for events, this only keeps other forms small.
 DATA_UPLOAD_MAX_MEMORY_SIZE = max(MAX_EVENT_BYTES * 4, 2_621_440)

@@ -72,3 +72,14 @@ def _end_stray_sessions(django_db_setup, django_db_blocker):
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
             "WHERE datname = current_database() AND pid <> pg_backend_pid()"
         )
+
+
+@pytest.fixture(autouse=True)
+def _fresh_catalogue_cache():
+    # Each test's rows are rolled back; the per-process schema cache must not
+    # outlive them.
+    from endpoints.catalogue import cache_clear
+
+    cache_clear()
+    yield
+    cache_clear()

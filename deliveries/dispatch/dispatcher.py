@@ -313,6 +313,7 @@ class Dispatcher:
         started_at = self.clock.now()
         timestamp = int(started_at.timestamp())
         headers = {
+            **job.headers,  # reserved names are refused on save; ours win anyway
             "Content-Type": "application/json",
             "webhook-id": job.event_id,
             "webhook-timestamp": str(timestamp),

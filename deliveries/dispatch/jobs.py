@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.conf import settings
@@ -26,6 +27,8 @@ class Job:
     rate_limit_per_second: float | None
     is_probe: bool
     lease_until: datetime  # the claim's lease: the fence its outcome must match
+    # The endpoint's custom headers; the relay's own headers are set over them.
+    headers: Mapping[str, str] = field(default_factory=dict)
 
 
 def jobs_load(
@@ -51,6 +54,7 @@ def jobs_load(
             "endpoint__url",
             "endpoint__max_attempts",
             "endpoint__rate_limit_per_second",
+            "endpoint__headers",
         )
         .order_by("next_attempt_at", "id")
     )
@@ -81,6 +85,7 @@ def jobs_load(
                 rate_limit_per_second=row.endpoint.rate_limit_per_second,
                 is_probe=row.pk in probe_ids,
                 lease_until=lease_until,
+                headers=row.endpoint.headers or {},
             )
         )
     return jobs

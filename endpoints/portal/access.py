@@ -1,8 +1,11 @@
-"""Every portal object is fetched through the signed-in user's memberships.
+"""Every portal object is fetched through what the visitor may see.
 
-`portal_view` resolves the merchant, endpoint and delivery named in the URL
-before anything else, so another merchant's id is a 404 for every method;
-only then are the method and the role checked.
+A visitor is either a signed-in user, who sees the merchants of their
+memberships, or the holder of a portal-link session (endpoints/portal_links.py),
+who sees the one merchant of that link with the link's role and has no
+Django user. `portal_view` resolves the merchant, endpoint and delivery named
+in the URL before anything else, so another merchant's id is a 404 for every
+method; only then are the method and the role checked.
 """
 
 from __future__ import annotations
@@ -11,52 +14,96 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import wraps
 
-from django.contrib.auth.decorators import login_required
+from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed
 
+from endpoints import portal_links
 from endpoints.models import Endpoint, Membership, Merchant
 
 READ = ("GET", "HEAD")
 WRITE = ("POST",)
+EDITING_ROLES = (Membership.Role.OWNER, Membership.Role.DEVELOPER)
+
+
+@dataclass(frozen=True)
+class Grant:
+    """What a visitor may see of one merchant, and as whom it is logged."""
+
+    merchant: Merchant
+    role: str
+    who: str  # "user 12" or "portal link 5": logs name the actor, never a secret
+    via_link: bool = False
 
 
 @dataclass(frozen=True)
 class Access:
-    membership: Membership
+    grant: Grant
     endpoint: Endpoint | None = None
     delivery: object | None = None  # deliveries.models.Delivery
 
     @property
     def merchant(self) -> Merchant:
-        return self.membership.merchant
+        return self.grant.merchant
+
+    @property
+    def role(self) -> str:
+        return self.grant.role
+
+    @property
+    def role_label(self) -> str:
+        return Membership.Role(self.grant.role).label
+
+    @property
+    def who(self) -> str:
+        return self.grant.who
 
     @property
     def can_edit(self) -> bool:
-        return self.membership.can_edit
+        return self.grant.role in EDITING_ROLES
 
 
-def membership_get(*, user, slug: str) -> Membership:
+def grant_get(request: HttpRequest, *, slug: str) -> Grant:
+    """The visitor's grant on the merchant with this slug, or Http404."""
+    link = portal_links.session_link(request.session)
+    if link is not None:
+        merchant = Merchant.objects.filter(
+            pk=link.merchant_id, slug=slug, is_active=True
+        ).first()
+        if merchant is None:
+            raise Http404("No such merchant")
+        return Grant(merchant, link.role, f"portal link {link.link_id}", True)
     try:
-        return Membership.objects.select_related("merchant").get(
-            user=user, merchant__slug=slug, merchant__is_active=True
+        membership = Membership.objects.select_related("merchant").get(
+            user=request.user, merchant__slug=slug, merchant__is_active=True
         )
     except Membership.DoesNotExist:
         raise Http404("No such merchant") from None
+    return Grant(membership.merchant, membership.role, f"user {request.user.pk}")
+
+
+def signed_in(request: HttpRequest) -> bool:
+    return request.user.is_authenticated or (
+        portal_links.session_link(request.session) is not None
+    )
 
 
 def access_resolve(
-    *, user, slug: str, endpoint_id: str | None = None, delivery_id: str | None = None
+    request: HttpRequest,
+    *,
+    slug: str,
+    endpoint_id: str | None = None,
+    delivery_id: str | None = None,
 ) -> Access:
-    """The membership and the objects the URL names, or Http404."""
+    """The grant and the objects the URL names, or Http404."""
     from deliveries.portal_selectors import delivery_of_merchant
 
-    membership = membership_get(user=user, slug=slug)
+    grant = grant_get(request, slug=slug)
     endpoint = None
     if endpoint_id is not None:
         endpoint = (
             Endpoint.objects.select_related("health")
-            .filter(pk=endpoint_id, merchant=membership.merchant)
+            .filter(pk=endpoint_id, merchant=grant.merchant)
             .first()
         )
         if endpoint is None:
@@ -64,11 +111,11 @@ def access_resolve(
     delivery = None
     if delivery_id is not None:
         delivery = delivery_of_merchant(
-            merchant_id=membership.merchant_id, delivery_id=delivery_id
+            merchant_id=grant.merchant.pk, delivery_id=delivery_id
         )
         if delivery is None:
             raise Http404("No such delivery")
-    return Access(membership=membership, endpoint=endpoint, delivery=delivery)
+    return Access(grant=grant, endpoint=endpoint, delivery=delivery)
 
 
 def portal_view(
@@ -82,15 +129,16 @@ def portal_view(
 
     def decorate(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
         @wraps(view)
-        @login_required
         def wrapper(
             request: HttpRequest,
             slug: str,
             endpoint_id: str | None = None,
             delivery_id: str | None = None,
         ) -> HttpResponse:
+            if not signed_in(request):
+                return redirect_to_login(request.get_full_path())
             access = access_resolve(
-                user=request.user,
+                request,
                 slug=slug,
                 endpoint_id=endpoint_id,
                 delivery_id=delivery_id,

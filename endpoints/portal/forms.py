@@ -3,6 +3,7 @@ message_dict onto the matching fields."""
 
 from __future__ import annotations
 
+import json
 import re
 
 from django import forms
@@ -30,16 +31,16 @@ class EndpointForm(forms.Form):
     )
     description = forms.CharField(required=False, max_length=500)
     known_event_types = forms.MultipleChoiceField(
-        label="Event types seen",
+        label="Event types",
         required=False,
         widget=forms.CheckboxSelectMultiple,
     )
     event_types = forms.CharField(
-        label="Other event types",
+        label="Other event types or patterns",
         required=False,
         help_text=(
-            "Comma or space separated; 'payment.*' matches every payment. type. "
-            "Nothing picked here or above means every type."
+            "Comma or space separated; 'payment.*' matches every type that starts "
+            "with 'payment.'. Leave empty to receive every type."
         ),
     )
     max_attempts = forms.IntegerField(
@@ -48,11 +49,36 @@ class EndpointForm(forms.Form):
     rate_limit_per_second = forms.FloatField(
         label="Rate limit (per second)", required=False, help_text="Empty: no limit."
     )
+    filter = forms.CharField(
+        label="Payload filter (JSON)",
+        required=False,
+        widget=forms.Textarea(
+            attrs={"rows": 4, "placeholder": '{"data": {"amount": {"$gte": 100}}}'}
+        ),
+        help_text=(
+            "Only events that match are sent. Empty: every subscribed event. "
+            "Operators: $eq $ne $in $nin $exists $gt $gte $lt $lte $and $or $not."
+        ),
+    )
+    headers = forms.CharField(
+        label="Custom headers",
+        required=False,
+        widget=forms.Textarea(
+            attrs={"rows": 3, "placeholder": "Authorization: Bearer …"}
+        ),
+        help_text="One 'Name: value' per line, up to 20; sent with every request.",
+    )
 
     def __init__(self, *args, seen_types: list[str], **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.fields["known_event_types"].choices = [(t, t) for t in seen_types]
-        if not seen_types:
+        if seen_types:
+            self.fields["event_types"].help_text = (
+                "Comma or space separated; 'payment.*' matches every type that "
+                "starts with 'payment.'. Pick nothing here or in the list above "
+                "to receive every type."
+            )
+        else:
             self.fields["known_event_types"].widget = forms.MultipleHiddenInput()
 
     @classmethod
@@ -66,7 +92,31 @@ class EndpointForm(forms.Form):
             "event_types": ", ".join(other),
             "max_attempts": endpoint.max_attempts,
             "rate_limit_per_second": endpoint.rate_limit_per_second,
+            "filter": json.dumps(endpoint.filter, indent=2) if endpoint.filter else "",
+            "headers": "\n".join(f"{k}: {v}" for k, v in endpoint.headers.items()),
         }
+
+    def clean_filter(self):
+        text = self.cleaned_data["filter"].strip()
+        if not text:
+            return None
+        try:
+            return json.loads(text)
+        except ValueError as exc:
+            raise ValidationError(f"Not JSON: {exc}.") from None
+
+    def clean_headers(self):
+        headers: dict[str, str] = {}
+        for number, line in enumerate(self.cleaned_data["headers"].splitlines(), 1):
+            if not line.strip():
+                continue
+            name, colon, value = line.partition(":")
+            if not colon:
+                raise ValidationError(f"Line {number}: write it as 'Name: value'.")
+            if name.strip() in headers:
+                raise ValidationError(f"Line {number}: {name.strip()} is given twice.")
+            headers[name.strip()] = value.strip()
+        return headers
 
     def service_kwargs(self) -> dict:
         data = self.cleaned_data
@@ -77,6 +127,8 @@ class EndpointForm(forms.Form):
             + split_types(data["event_types"]),
             "max_attempts": data["max_attempts"],
             "rate_limit_per_second": data["rate_limit_per_second"],
+            "filter": data["filter"],
+            "headers": data["headers"],
         }
 
     def add_service_errors(self, error: ValidationError) -> None:
@@ -108,3 +160,43 @@ class RecoverForm(forms.Form):
         widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
     )
     confirm = forms.BooleanField(required=False, widget=forms.HiddenInput)
+
+
+class ExampleForm(forms.Form):
+    event_type = forms.ChoiceField(label="Event type")
+    data = forms.CharField(
+        label="Data (JSON)",
+        widget=forms.Textarea(attrs={"rows": 12, "spellcheck": "false"}),
+        help_text="The example of the type; edit it before sending if you like.",
+    )
+
+    def __init__(self, *args, types: list, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["event_type"].choices = [
+            (t.name, f"{t.name} (deprecated)" if t.deprecated else t.name)
+            for t in types
+        ]
+
+    @staticmethod
+    def initial_for(types: list, wanted: str | None) -> dict:
+        chosen = next((t for t in types if t.name == wanted), None)
+        chosen = chosen or (types[0] if types else None)
+        if chosen is None:
+            return {}
+        example = chosen.example if chosen.example is not None else {}
+        return {"event_type": chosen.name, "data": json.dumps(example, indent=2)}
+
+    def clean_data(self):
+        try:
+            data = json.loads(self.cleaned_data["data"])
+        except ValueError as exc:
+            raise ValidationError(f"Not JSON: {exc}.") from None
+        if not isinstance(data, dict):
+            raise ValidationError("Event data is a JSON object ({...}).")
+        return data
+
+    def add_schema_problems(self, problems) -> None:
+        """(["data", *path], message) pairs, as deliveries.validation names them."""
+        for loc, message in problems:
+            where = "/".join(str(x) for x in loc[1:]) or "the top level"
+            self.add_error("data", f"At {where}: {message}")

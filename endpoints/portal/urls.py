@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from django.urls import path
 
-from endpoints.portal.views import auth, deliveries, endpoints, health, recover, secrets
+from endpoints.portal.views import (
+    auth,
+    catalogue,
+    deliveries,
+    endpoints,
+    health,
+    link,
+    recover,
+    secrets,
+)
 
 app_name = "portal"
 
@@ -16,6 +25,8 @@ urlpatterns = [
     path("", auth.home, name="home"),
     path("login/", auth.login, name="login"),
     path("logout/", auth.logout, name="logout"),
+    path("link/<str:token>/", link.link_open, name="link_open"),
+    path("theme.css", link.theme_css, name="theme_css"),
     path(M, endpoints.endpoint_list, name="endpoint_list"),
     path(M + "endpoints/new/", endpoints.endpoint_create, name="endpoint_create"),
     path(EP, endpoints.endpoint_detail, name="endpoint_detail"),
@@ -29,6 +40,8 @@ urlpatterns = [
         EP + "deliveries/", deliveries.endpoint_deliveries, name="endpoint_deliveries"
     ),
     path(EP + "recover/", recover.endpoint_recover, name="endpoint_recover"),
+    path(EP + "example/", catalogue.endpoint_example, name="endpoint_example"),
+    path(M + "event-types/", catalogue.catalogue, name="catalogue"),
     path(EP + "health/", health.endpoint_health, name="endpoint_health"),
     path(M + "deliveries/", deliveries.delivery_list, name="delivery_list"),
     path(DLV, deliveries.delivery_detail, name="delivery_detail"),

@@ -11,11 +11,13 @@ from endpoints.models import Endpoint, EndpointSecret
 from endpoints.portal import urls as portal_urls
 
 ROUTES = [p for p in portal_urls.urlpatterns]
-SIGNED_IN = [p for p in ROUTES if p.name != "login"]
+# Open to anyone: signing in, opening a portal link, the theme stylesheet.
+PUBLIC = {"login", "link_open", "theme_css"}
+SIGNED_IN = [p for p in ROUTES if p.name not in PUBLIC]
 MERCHANT_ROUTES = [p for p in ROUTES if "slug" in p.pattern.converters]
 OBJECT_ROUTES = [p for p in MERCHANT_ROUTES if len(p.pattern.converters) > 1]
 # Routes that change the session, not the merchant's data.
-SESSION_ROUTES = {"login", "logout"}
+SESSION_ROUTES = {"login", "logout", "link_open"}
 
 
 def ids(route) -> str:

@@ -109,9 +109,16 @@ def test_the_secret_is_hidden_until_revealed(client, world):
     secret = world.mine.endpoint.secrets.get().secret
     detail = url("endpoint_detail", world.mine, world.mine.endpoint.pk)
     assert secret not in client.get(detail).content.decode()
-    revealed = client.post(url("secret_reveal", world.mine, world.mine.endpoint.pk))
+    posted = client.post(url("secret_reveal", world.mine, world.mine.endpoint.pk))
+    # Post/redirect/get: the browser ends on the endpoint's page, not the POST
+    # URL, so a reload cannot resubmit; the secret shows on that one view.
+    assert posted.status_code == 302
+    assert posted["Location"] == detail + "#secret"
+    assert secret not in posted.content.decode()
+    revealed = client.get(detail)
     assert secret in revealed.content.decode()
     assert revealed["Cache-Control"] == "no-store"
+    assert secret not in client.get(detail).content.decode()
 
 
 def test_a_reveal_is_logged_with_user_and_endpoint_but_not_the_secret(
@@ -122,7 +129,7 @@ def test_a_reveal_is_logged_with_user_and_endpoint_but_not_the_secret(
     with caplog.at_level(logging.INFO, logger="endpoints.portal"):
         client.post(url("secret_reveal", world.mine, world.mine.endpoint.pk))
     [record] = [r for r in caplog.records if r.name == "endpoints.portal"]
-    assert f"user_id={world.owner.pk}" in record.getMessage()
+    assert f"by=user {world.owner.pk}" in record.getMessage()
     assert world.mine.endpoint.pk in record.getMessage()
     assert secret not in caplog.text
 
@@ -132,7 +139,7 @@ def test_rotation_lists_both_secrets_with_the_old_ones_expiry(client, world):
     client.post(url("secret_rotate", world.mine, world.mine.endpoint.pk))
     old, new = world.mine.endpoint.secrets.order_by("created_at", "id")
     html = client.post(
-        url("secret_reveal", world.mine, world.mine.endpoint.pk)
+        url("secret_reveal", world.mine, world.mine.endpoint.pk), follow=True
     ).content.decode()
     assert old.secret in html and new.secret in html
     assert f"{old.expires_at:%Y-%m-%d %H:%M} UTC (previous secret)" in html

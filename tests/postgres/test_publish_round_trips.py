@@ -33,6 +33,11 @@ def acme(on_postgres):
     factories.endpoint(merchant)
     factories.endpoint(merchant, event_types=["order.*"])
     factories.endpoint(merchant, event_types=["invoice.*"])  # not this event's
+    # The schema cache (endpoints/catalogue.py) is read once per process every
+    # CACHE_SECONDS, like the key cache: warm, a publish never reads it.
+    from endpoints.catalogue import schema_problems
+
+    schema_problems(type="order.created", data={})
     return merchant
 
 

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from django.contrib import auth
 from django.contrib.auth import views as auth_views
-from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import redirect, render
-from django.views.decorators.http import require_GET, require_POST
+from django.contrib.auth.views import redirect_to_login
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
+from django.shortcuts import get_object_or_404, redirect, render
 
+from endpoints import portal_links
+from endpoints.models import Merchant
+from endpoints.portal.access import signed_in
 from endpoints.portal.selectors import memberships_of
 
 
@@ -23,16 +25,25 @@ class LoginView(auth_views.LoginView):
 login = LoginView.as_view()
 
 
-@login_required
-@require_POST
 def logout(request: HttpRequest) -> HttpResponse:
+    """Ends a user's or a portal link's session alike (logout flushes the session)."""
+    if not signed_in(request):
+        return redirect_to_login(request.get_full_path())
+    if request.method != "POST":
+        return HttpResponseNotAllowed(["POST"])
     auth.logout(request)
     return redirect("portal:login")
 
 
-@login_required
-@require_GET
 def home(request: HttpRequest) -> HttpResponse:
+    if not signed_in(request):
+        return redirect_to_login(request.get_full_path())
+    if request.method not in ("GET", "HEAD"):
+        return HttpResponseNotAllowed(["GET"])
+    link = portal_links.session_link(request.session)
+    if link is not None:
+        merchant = get_object_or_404(Merchant, pk=link.merchant_id, is_active=True)
+        return redirect("portal:endpoint_list", slug=merchant.slug)
     memberships = memberships_of(user=request.user)
     if memberships:
         return redirect("portal:endpoint_list", slug=memberships[0].merchant.slug)

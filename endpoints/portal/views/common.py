@@ -8,6 +8,21 @@ from django.shortcuts import render
 from endpoints.portal.access import Access
 from endpoints.portal.selectors import memberships_of
 
+# Which header section and endpoint tab each page belongs to (current-page state).
+SECTIONS = {
+    "delivery_list": "deliveries",
+    "delivery_detail": "deliveries",
+    "catalogue": "catalogue",
+}
+TABS = {
+    "endpoint_detail": "overview",
+    "endpoint_deliveries": "deliveries",
+    "endpoint_health": "health",
+    "endpoint_example": "example",
+    "endpoint_recover": "recover",
+    "secret_rotate": "overview",
+}
+
 
 def page(
     request: HttpRequest,
@@ -17,6 +32,7 @@ def page(
     *,
     status: int = 200,
 ) -> HttpResponse:
+    name = request.resolver_match.url_name if request.resolver_match else ""
     return render(
         request,
         f"portal/{template}",
@@ -25,7 +41,11 @@ def page(
             "merchant": access.merchant,
             "endpoint": access.endpoint,
             "can_edit": access.can_edit,
-            "memberships": memberships_of(user=request.user),
+            "nav": SECTIONS.get(name, "endpoints"),
+            "tab": TABS.get(name, ""),
+            "memberships": memberships_of(user=request.user)
+            if request.user.is_authenticated
+            else [],
             **(context or {}),
         },
         status=status,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -9,6 +11,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 
 from endpoints import services
+from endpoints.catalogue import catalogue_names
+from endpoints.filtering import filter_errors, filter_matches
 from endpoints.portal.access import READ, WRITE, Access, portal_view
 from endpoints.portal.forms import EndpointForm
 from endpoints.portal.present import breaker_words
@@ -21,9 +25,29 @@ BOTH = READ + WRITE
 
 
 def _seen_types(access: Access) -> list[str]:
+    """The catalogue and the types this merchant has published; never relay.*,
+    the relay's own types, which are not for subscribing."""
     from deliveries.portal_selectors import event_types_seen
 
-    return event_types_seen(merchant_id=access.merchant.pk)
+    seen = event_types_seen(merchant_id=access.merchant.pk)
+    names = set(catalogue_names()) | {t for t in seen if not t.startswith("relay.")}
+    return sorted(names)
+
+
+def _filter_preview(access: Access, form: EndpointForm) -> list | None:
+    """The last events of this merchant, each marked as passing the filter or not."""
+    from deliveries.portal_selectors import events_recent
+
+    if not form.is_valid():
+        return None
+    wanted = form.cleaned_data["filter"]
+    if filter_errors(wanted):
+        form.add_error("filter", filter_errors(wanted))
+        return None
+    return [
+        (event, filter_matches(wanted, type=event.type, data=event.data))
+        for event in events_recent(merchant_id=access.merchant.pk)
+    ]
 
 
 @portal_view()
@@ -61,16 +85,19 @@ def endpoint_create(request: HttpRequest, access: Access) -> HttpResponse:
             merchant=access.merchant, **fields
         )
 
-    if request.method == "POST" and _save(request, access, form, save):
+    preview = None
+    if "preview" in request.POST:
+        preview = _filter_preview(access, form)
+    elif request.method == "POST" and _save(request, access, form, save):
         endpoint = created["endpoint"]
         messages.success(request, f"Endpoint {endpoint.pk} created.")
         return redirect("portal:endpoint_detail", access.merchant.slug, endpoint.pk)
-    status = 400 if request.method == "POST" else 200
+    status = 400 if request.method == "POST" and preview is None else 200
     return page(
         request,
         access,
         "endpoint_form.html",
-        {"form": form, "creating": True},
+        {"form": form, "creating": True, "preview": preview},
         status=status,
     )
 
@@ -88,31 +115,49 @@ def endpoint_edit(request: HttpRequest, access: Access) -> HttpResponse:
     def save(**fields):
         services.endpoint_update(endpoint=endpoint, **fields)
 
-    if request.method == "POST" and _save(request, access, form, save):
+    preview = None
+    if "preview" in request.POST:
+        preview = _filter_preview(access, form)
+    elif request.method == "POST" and _save(request, access, form, save):
         messages.success(request, "Endpoint saved.")
         return redirect("portal:endpoint_detail", access.merchant.slug, endpoint.pk)
     endpoint.refresh_from_db()
-    status = 400 if request.method == "POST" else 200
+    status = 400 if request.method == "POST" and preview is None else 200
     return page(
         request,
         access,
         "endpoint_form.html",
-        {"form": form, "creating": False},
+        {"form": form, "creating": False, "preview": preview},
         status=status,
     )
 
 
 @portal_view()
 def endpoint_detail(request: HttpRequest, access: Access) -> HttpResponse:
-    return page(
+    endpoint = access.endpoint
+    # Reveal is a POST that redirects here; the flag it leaves is used once,
+    # so a reload or the back button shows the masked secret again.
+    revealed = access.can_edit and request.session.pop(reveal_key(endpoint.pk), False)
+    response = page(
         request,
         access,
         "endpoint_detail.html",
         {
-            "secrets": secrets_live(endpoint=access.endpoint, now=utcnow()),
-            "breaker": breaker_words(getattr(access.endpoint, "health", None)),
+            "secrets": secrets_live(endpoint=endpoint, now=utcnow()),
+            "revealed": revealed,
+            "breaker": breaker_words(getattr(endpoint, "health", None)),
+            "filter_json": json.dumps(endpoint.filter, indent=2)
+            if endpoint.filter
+            else "",
         },
     )
+    if revealed:
+        response["Cache-Control"] = "no-store"
+    return response
+
+
+def reveal_key(endpoint_id: str) -> str:
+    return f"portal-reveal:{endpoint_id}"
 
 
 @portal_view(methods=WRITE)
@@ -132,7 +177,8 @@ def endpoint_toggle(request: HttpRequest, access: Access) -> HttpResponse:
 @portal_view(methods=BOTH)
 def endpoint_delete(request: HttpRequest, access: Access) -> HttpResponse:
     if request.method == "POST":
+        endpoint_id, url = access.endpoint.pk, access.endpoint.url
         services.endpoint_delete(endpoint=access.endpoint)
-        messages.success(request, f"Endpoint {access.endpoint.pk} deleted.")
+        messages.success(request, f"Endpoint {endpoint_id} ({url}) deleted.")
         return redirect("portal:endpoint_list", access.merchant.slug)
     return page(request, access, "endpoint_delete.html")

@@ -9,12 +9,13 @@ from django.conf import settings
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
+from django.urls import reverse
 
 from endpoints import services
 from endpoints.portal.access import READ, WRITE, Access, portal_view
-from endpoints.portal.present import breaker_words
 from endpoints.portal.selectors import secrets_live
 from endpoints.portal.views.common import page
+from endpoints.portal.views.endpoints import reveal_key
 from relayproject.clock import utcnow
 
 logger = logging.getLogger("endpoints.portal")
@@ -22,24 +23,20 @@ logger = logging.getLogger("endpoints.portal")
 
 @portal_view(methods=WRITE)
 def secret_reveal(request: HttpRequest, access: Access) -> HttpResponse:
-    """Shows the live secrets in this response only; never in a URL or a log."""
+    """Post/redirect/get: the next view of the endpoint shows the secrets, once.
+
+    The secret itself is never in a URL, a message or a log line.
+    """
     logger.info(
-        "signing secret revealed user_id=%s endpoint_id=%s",
-        request.user.pk,
+        "signing secret revealed by=%s endpoint_id=%s",
+        access.who,
         access.endpoint.pk,
     )
-    response = page(
-        request,
-        access,
-        "endpoint_detail.html",
-        {
-            "secrets": secrets_live(endpoint=access.endpoint, now=utcnow()),
-            "revealed": True,
-            "breaker": breaker_words(getattr(access.endpoint, "health", None)),
-        },
+    request.session[reveal_key(access.endpoint.pk)] = True
+    url = reverse(
+        "portal:endpoint_detail", args=[access.merchant.slug, access.endpoint.pk]
     )
-    response["Cache-Control"] = "no-store"
-    return response
+    return redirect(f"{url}#secret")
 
 
 @portal_view(methods=READ + WRITE)

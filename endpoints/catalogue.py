@@ -1,0 +1,184 @@
+"""The event-type catalogue: names, descriptions, JSON Schemas and examples.
+
+Schemas are checked with `jsonschema` when saved (the draft named by
+`$schema`, 2020-12 by default), and published data is validated against
+them (deliveries/validation.py asks `schema_problems` for each event). So
+that a publish costs no extra round trip, each process keeps the compiled
+validators of every type with a schema for CACHE_SECONDS: a schema changed
+through this module applies at once in the process that changed it, and
+within CACHE_SECONDS in every other one.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from jsonschema import Draft202012Validator, SchemaError
+from jsonschema.validators import validator_for
+
+from endpoints.matching import is_valid_event_type
+from endpoints.models import EventType
+
+MAX_PROBLEMS_PER_EVENT = 5
+CACHE_SECONDS = 2.0
+_UNSET = object()
+_cache: dict[str, object] = {"loaded_at": None, "validators": {}}
+
+
+def cache_clear() -> None:
+    _cache["loaded_at"] = None
+
+
+def _validators_now() -> dict[str, object]:
+    """Compiled validators by type name, read at most every CACHE_SECONDS."""
+    now = time.monotonic()
+    loaded_at = _cache["loaded_at"]
+    if loaded_at is None or now - loaded_at > CACHE_SECONDS:
+        rows = EventType.objects.filter(schema__isnull=False).values_list(
+            "name", "schema"
+        )
+        _cache["validators"] = {
+            name: _validator_class(schema)(schema) for name, schema in rows
+        }
+        _cache["loaded_at"] = now
+    return _cache["validators"]
+
+
+def schema_problems(*, type: str, data: object) -> list[tuple[list, str]]:
+    """(path in data, message) for each way data fails its type's schema."""
+    validator = _validators_now().get(type)
+    if validator is None:
+        return []
+    return [(p.path, p.message) for p in _data_problems(validator, data, 0)]
+
+
+@dataclass(frozen=True)
+class PayloadProblem:
+    index: int  # which event of the publish
+    path: list[str | int]  # where in its data
+    message: str
+
+
+def _validator_class(schema: dict):
+    return validator_for(schema, default=Draft202012Validator)
+
+
+def _data_problems(validator, data: object, index: int) -> list[PayloadProblem]:
+    errors = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
+    return [
+        PayloadProblem(index, list(e.absolute_path), e.message[:300])
+        for e in errors[:MAX_PROBLEMS_PER_EVENT]
+    ]
+
+
+def _path_text(path: Sequence[str | int]) -> str:
+    return "/".join(str(p) for p in path) or "(the whole object)"
+
+
+def fields_errors(
+    *, name: str | None, description: object, schema: object, example: object
+) -> dict[str, list[str]]:
+    errors: dict[str, list[str]] = {}
+    if name is not None and not is_valid_event_type(name):
+        errors["name"] = [
+            "An event type is dot-separated words of letters, digits, _ and -, "
+            "e.g. order.created."
+        ]
+    if isinstance(description, str) and len(description) > 2000:
+        errors["description"] = ["At most 2000 characters."]
+    if schema is not None:
+        if not isinstance(schema, dict):
+            errors["schema"] = ["A JSON Schema is a JSON object."]
+        else:
+            try:
+                _validator_class(schema).check_schema(schema)
+            except SchemaError as exc:
+                errors["schema"] = [
+                    f"Not a valid JSON Schema at {_path_text(exc.absolute_path)}: "
+                    f"{exc.message[:300]}"
+                ]
+    if example is not None and schema is not None and "schema" not in errors:
+        validator = _validator_class(schema)(schema)
+        problems = _data_problems(validator, example, 0)
+        if problems:
+            errors["example"] = [
+                f"Does not match the schema at {_path_text(p.path)}: {p.message}"
+                for p in problems
+            ]
+    return errors
+
+
+def event_type_create(
+    *,
+    name: str,
+    description: str = "",
+    schema: dict | None = None,
+    example: object = None,
+    deprecated: bool = False,
+) -> EventType:
+    errors = fields_errors(
+        name=name, description=description, schema=schema, example=example
+    )
+    if not errors and EventType.objects.filter(name=name).exists():
+        errors["name"] = [f"{name} is already in the catalogue."]
+    if errors:
+        raise ValidationError(errors)
+    cache_clear()
+    return EventType.objects.create(
+        name=name,
+        description=description,
+        schema=schema,
+        example=example,
+        deprecated=deprecated,
+    )
+
+
+def event_type_update(
+    *,
+    event_type: EventType,
+    description=_UNSET,
+    schema=_UNSET,
+    example=_UNSET,
+    deprecated=_UNSET,
+) -> EventType:
+    """Change only the fields given; the example is checked against the schema
+    that will be in force."""
+    new_schema = event_type.schema if schema is _UNSET else schema
+    new_example = event_type.example if example is _UNSET else example
+    errors = fields_errors(
+        name=None,
+        description=None if description is _UNSET else description,
+        schema=new_schema,
+        example=new_example,
+    )
+    if errors:
+        raise ValidationError(errors)
+    for field, value in (
+        ("description", description),
+        ("schema", schema),
+        ("example", example),
+        ("deprecated", deprecated),
+    ):
+        if value is not _UNSET:
+            setattr(event_type, field, value if field != "description" else value or "")
+    with transaction.atomic():
+        event_type.save()
+    cache_clear()
+    return event_type
+
+
+def event_type_delete(*, event_type: EventType) -> None:
+    event_type.delete()
+    cache_clear()
+
+
+def catalogue_names(*, include_deprecated: bool = True) -> list[str]:
+    """Names for pickers; the relay's own relay.* types are not for subscribing."""
+    rows = EventType.objects.exclude(name__startswith="relay.")
+    if not include_deprecated:
+        rows = rows.filter(deprecated=False)
+    return list(rows.order_by("name").values_list("name", flat=True))

@@ -1,0 +1,75 @@
+"""Custom headers an endpoint asks for on every request (pure checks).
+
+Names the relay sets itself, or that would change how the request is framed,
+are reserved: a merchant cannot forge a signature header or break the body.
+Values may be credentials, so nothing here puts a value in a message.
+"""
+
+from __future__ import annotations
+
+import re
+
+MAX_HEADERS = 20
+MAX_NAME_LENGTH = 100
+MAX_VALUE_LENGTH = 1000
+# RFC 9110 token characters.
+NAME_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+RESERVED_NAMES = frozenset(
+    {
+        "content-type",
+        "content-length",
+        "content-encoding",
+        "transfer-encoding",
+        "connection",
+        "host",
+        "user-agent",
+    }
+)
+RESERVED_PREFIXES = ("webhook-", "x-relay-")
+
+
+def is_reserved(name: str) -> bool:
+    lowered = name.lower()
+    return lowered in RESERVED_NAMES or lowered.startswith(RESERVED_PREFIXES)
+
+
+def header_errors(headers: object) -> list[str]:
+    """Why these headers cannot be saved (each message names the header); [] if fine."""
+    if headers is None:
+        return []
+    if not isinstance(headers, dict):
+        return ['Headers are a JSON object of "name": "value" pairs.']
+    if len(headers) > MAX_HEADERS:
+        return [f"At most {MAX_HEADERS} custom headers; {len(headers)} given."]
+    errors: list[str] = []
+    seen: set[str] = set()
+    for name, value in headers.items():
+        if not isinstance(name, str) or not NAME_RE.match(name):
+            errors.append(
+                f"{str(name)[:MAX_NAME_LENGTH]!r} is not a header name "
+                "(letters, digits and -, no spaces)."
+            )
+            continue
+        if len(name) > MAX_NAME_LENGTH:
+            errors.append(
+                f"{name[:40]}…: a name is at most {MAX_NAME_LENGTH} characters."
+            )
+            continue
+        if is_reserved(name):
+            errors.append(
+                f"{name} is reserved: the relay sets it (webhook-*, x-relay-*, "
+                "content-type, content-length, host, user-agent and framing headers)."
+            )
+        if name.lower() in seen:
+            errors.append(f"{name} is given twice (names ignore case).")
+        seen.add(name.lower())
+        if not isinstance(value, str):
+            errors.append(f"{name}: the value must be a string.")
+        elif len(value) > MAX_VALUE_LENGTH:
+            errors.append(f"{name}: a value is at most {MAX_VALUE_LENGTH} characters.")
+        elif any(c in value for c in "\r\n\x00") or value != value.strip():
+            errors.append(
+                f"{name}: the value may not contain line breaks or NUL, nor start "
+                "or end with spaces."
+            )
+    return errors

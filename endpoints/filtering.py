@@ -1,0 +1,180 @@
+"""Payload filters per endpoint: which events an endpoint wants, beyond its types.
+
+A filter is a JSON object over the event's `type` and `data`, in the style of
+MongoDB queries (and Hookdeck Outpost's filters):
+
+    {"type": "order.created", "data": {"amount": {"$gte": 100},
+                                       "currency": {"$in": ["EUR", "USD"]}}}
+
+- A plain value matches an equal value (1 and 1.0 are equal; true and 1 are not).
+- An object of field names descends into an object: every field must match.
+  A field the event lacks matches only `{"$exists": false}`.
+- Operators: `$eq`, `$ne`, `$in`, `$nin`, `$exists`, `$gt`, `$gte`, `$lt`,
+  `$lte` (numbers only: a string compared to a number never matches),
+  `$and`, `$or` (lists of patterns), `$not` (a pattern).
+
+`filter_errors` checks a filter when it is saved; `filter_matches` runs at
+fan-out and never raises on any event data.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+MAX_FILTER_BYTES = 4096
+MAX_DEPTH = 12
+TOP_LEVEL_FIELDS = ("type", "data")
+COMPARISONS: dict[str, Callable[[float, float], bool]] = {
+    "$gt": lambda a, b: a > b,
+    "$gte": lambda a, b: a >= b,
+    "$lt": lambda a, b: a < b,
+    "$lte": lambda a, b: a <= b,
+}
+VALUE_OPERATORS = {"$eq", "$ne", "$in", "$nin", "$exists", *COMPARISONS}
+LOGICAL_OPERATORS = {"$and", "$or", "$not"}
+_MISSING = object()
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _equal(a: object, b: object) -> bool:
+    # JSON has no int/bool confusion: true is not 1, although Python says so.
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if _is_number(a) and _is_number(b):
+        return a == b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_equal(a[k], b[k]) for k in a)
+    return type(a) is type(b) and a == b
+
+
+# -- matching (fan-out) ------------------------------------------------------
+
+
+def filter_matches(filter: dict | None, *, type: str, data: object) -> bool:
+    """True when the event passes the filter; no filter passes everything."""
+    if not filter:
+        return True
+    return _match(filter, {"type": type, "data": data})
+
+
+def _match(pattern: object, value: object) -> bool:
+    if not isinstance(pattern, dict):
+        return value is not _MISSING and _equal(pattern, value)
+    for key, operand in pattern.items():
+        if key.startswith("$"):
+            if not _operator(key, operand, value):
+                return False
+        else:
+            child = value.get(key, _MISSING) if isinstance(value, dict) else _MISSING
+            if not _match(operand, child):
+                return False
+    return True
+
+
+def _operator(name: str, operand: object, value: object) -> bool:
+    if name == "$exists":
+        return (value is not _MISSING) == bool(operand)
+    if name == "$and":
+        return all(_match(p, value) for p in operand)
+    if name == "$or":
+        return any(_match(p, value) for p in operand)
+    if name == "$not":
+        return not _match(operand, value)
+    if value is _MISSING:
+        # A missing field equals nothing, so only "not equal / not in" hold.
+        return name in ("$ne", "$nin")
+    if name == "$eq":
+        return _equal(value, operand)
+    if name == "$ne":
+        return not _equal(value, operand)
+    if name == "$in":
+        return any(_equal(value, choice) for choice in operand)
+    if name == "$nin":
+        return not any(_equal(value, choice) for choice in operand)
+    compare = COMPARISONS[name]
+    return _is_number(value) and compare(value, operand)
+
+
+# -- validation (save time) --------------------------------------------------
+
+
+def filter_errors(filter: object) -> list[str]:
+    """Why a filter cannot be saved, each message naming where; [] when it can."""
+    if filter is None:
+        return []
+    if not isinstance(filter, dict):
+        return ['A filter is a JSON object, e.g. {"data": {"amount": {"$gte": 100}}}.']
+    if len(json.dumps(filter)) > MAX_FILTER_BYTES:
+        return [f"A filter is at most {MAX_FILTER_BYTES} bytes of JSON."]
+    errors: list[str] = []
+    for key, operand in filter.items():
+        if key.startswith("$"):
+            _check_operator(key, operand, key, errors, depth=1, top=True)
+        elif key not in TOP_LEVEL_FIELDS:
+            errors.append(
+                f'{key}: only "type" and "data" (or $and, $or, $not) can be '
+                "filtered at the top level."
+            )
+        else:
+            _check_pattern(operand, key, errors, depth=1)
+    return errors
+
+
+def _check_pattern(pattern: object, where: str, errors: list[str], *, depth: int):
+    if depth > MAX_DEPTH:
+        errors.append(f"{where}: nested deeper than {MAX_DEPTH} levels.")
+        return
+    if not isinstance(pattern, dict):
+        return  # a plain value: equality
+    for key, operand in pattern.items():
+        if key.startswith("$"):
+            _check_operator(key, operand, f"{where}.{key}", errors, depth=depth)
+        else:
+            _check_pattern(operand, f"{where}.{key}", errors, depth=depth + 1)
+
+
+def _check_operator(
+    name: str, operand: object, where: str, errors: list[str], *, depth: int, top=False
+) -> None:
+    if name not in VALUE_OPERATORS | LOGICAL_OPERATORS:
+        known = ", ".join(sorted(VALUE_OPERATORS | LOGICAL_OPERATORS))
+        errors.append(f"{where}: unknown operator {name}; use one of {known}.")
+    elif top and name in VALUE_OPERATORS:
+        errors.append(f'{where}: {name} needs a field ("type" or "data").')
+    elif name in ("$and", "$or"):
+        if not isinstance(operand, list) or not operand:
+            errors.append(f"{where}: {name} takes a non-empty list of patterns.")
+            return
+        for i, item in enumerate(operand):
+            if not isinstance(item, dict):
+                errors.append(f"{where}[{i}]: each item is an object pattern.")
+            elif top:
+                errors.extend(f"{where}[{i}]: {e}" for e in filter_errors(item))
+            else:
+                _check_pattern(item, f"{where}[{i}]", errors, depth=depth + 1)
+    elif name == "$not":
+        if not isinstance(operand, dict):
+            errors.append(f"{where}: $not takes an object pattern.")
+        elif top:
+            errors.extend(f"{where}: {e}" for e in filter_errors(operand))
+        else:
+            _check_pattern(operand, where, errors, depth=depth + 1)
+    elif name in ("$in", "$nin"):
+        if not isinstance(operand, list):
+            errors.append(f"{where}: {name} takes a list of values.")
+    elif name == "$exists":
+        if not isinstance(operand, bool):
+            errors.append(f"{where}: $exists takes true or false.")
+    elif name in COMPARISONS and not _is_number(operand):
+        errors.append(f"{where}: {name} compares numbers; give it a number.")
+
+
+def endpoints_passing(endpoints: list, *, type: str, data: object) -> list:
+    """The endpoints among these whose filter lets this event through (fan-out)."""
+    return [e for e in endpoints if filter_matches(e.filter, type=type, data=data)]

@@ -1,0 +1,68 @@
+"""The event-type catalogue, and sending a catalogue example to one endpoint."""
+
+from __future__ import annotations
+
+import json
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
+
+from endpoints.models import EventType
+from endpoints.portal.access import READ, WRITE, Access, portal_view
+from endpoints.portal.forms import ExampleForm
+from endpoints.portal.views.common import page
+
+
+@portal_view()
+def catalogue(request: HttpRequest, access: Access) -> HttpResponse:
+    types = [
+        {
+            "type": t,
+            "schema": json.dumps(t.schema, indent=2) if t.schema else "",
+            "example": json.dumps(t.example, indent=2) if t.example is not None else "",
+        }
+        for t in EventType.objects.order_by("deprecated", "name")
+    ]
+    return page(request, access, "catalogue.html", {"types": types})
+
+
+@portal_view(methods=READ + WRITE)
+def endpoint_example(request: HttpRequest, access: Access) -> HttpResponse:
+    """Any catalogue type with its example (edited first if wanted), to this endpoint only."""
+    from deliveries.services import event_publish
+    from deliveries.validation import EventsRefused
+
+    types = list(EventType.objects.order_by("name"))
+    examples = {
+        t.name: json.dumps(t.example if t.example is not None else {}, indent=2)
+        for t in types
+    }
+    form = ExampleForm(
+        request.POST if request.method == "POST" else None,
+        types=types,
+        initial=ExampleForm.initial_for(types, request.GET.get("type")),
+    )
+    if request.method == "POST" and form.is_valid():
+        try:
+            event = event_publish(
+                merchant=access.merchant,
+                type=form.cleaned_data["event_type"],
+                data=form.cleaned_data["data"],
+                endpoint_ids=[access.endpoint.pk],
+            )
+        except EventsRefused as exc:
+            form.add_schema_problems([(loc, msg) for _, loc, msg in exc.errors])
+        else:
+            if event.created_deliveries:
+                delivery = event.created_deliveries[0]
+                return redirect(
+                    "portal:delivery_detail", access.merchant.slug, delivery.pk
+                )
+            form.add_error(None, "Nothing was sent: the endpoint is disabled.")
+    return page(
+        request,
+        access,
+        "endpoint_example.html",
+        {"form": form, "examples": examples, "has_types": bool(types)},
+        status=400 if request.method == "POST" else 200,
+    )

@@ -1,0 +1,114 @@
+/* webhook-relay portal: small enhancements, loaded as a file (the CSP allows no inline script).
+   Every page works without it; it adds copy buttons, relative times, the
+   example picker and the live status of an in-flight delivery. */
+(function () {
+  "use strict";
+
+  // Copy buttons: <button class="copy" data-copy="text"> or data-copy-from="#id".
+  function copyText(button) {
+    var text = button.dataset.copy;
+    if (text === undefined && button.dataset.copyFrom) {
+      var source = document.querySelector(button.dataset.copyFrom);
+      text = source ? source.textContent : "";
+    }
+    var done = function () {
+      var label = button.textContent;
+      button.textContent = "Copied";
+      button.classList.add("copied");
+      setTimeout(function () { button.textContent = label; button.classList.remove("copied"); }, 1500);
+    };
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(text).then(done, function () { fallbackCopy(text); done(); });
+    } else {
+      fallbackCopy(text);
+      done();
+    }
+  }
+
+  function fallbackCopy(text) {
+    var area = document.createElement("textarea");
+    area.value = text;
+    area.setAttribute("readonly", "");
+    area.className = "offscreen";
+    document.body.appendChild(area);
+    area.select();
+    try { document.execCommand("copy"); } catch (e) { /* nothing more to try */ }
+    document.body.removeChild(area);
+  }
+
+  // <time datetime="..."> shows "3 min ago"; the UTC time stays in its title.
+  function relative(iso, now) {
+    var seconds = Math.round((now - new Date(iso).getTime()) / 1000);
+    var future = seconds < 0;
+    var s = Math.abs(seconds);
+    var text;
+    if (s < 45) text = "just now";
+    else if (s < 90) text = "1 min";
+    else if (s < 3600) text = Math.round(s / 60) + " min";
+    else if (s < 5400) text = "1 h";
+    else if (s < 86400) text = Math.round(s / 3600) + " h";
+    else if (s < 172800) text = "1 day";
+    else text = Math.round(s / 86400) + " days";
+    if (text === "just now") return text;
+    return future ? "in " + text : text + " ago";
+  }
+
+  function refreshTimes() {
+    var now = Date.now();
+    document.querySelectorAll("time.rel[datetime]").forEach(function (el) {
+      el.textContent = relative(el.getAttribute("datetime"), now);
+    });
+  }
+
+  // The example picker: choosing a type puts its example in the data box.
+  function examplePicker() {
+    var source = document.getElementById("examples");
+    var select = document.getElementById("id_event_type");
+    var data = document.getElementById("id_data");
+    if (!source || !select || !data) return;
+    var examples = JSON.parse(source.textContent);
+    select.addEventListener("change", function () {
+      if (examples[select.value] !== undefined) data.value = examples[select.value];
+    });
+  }
+
+  // A delivery in flight: poll its status and reload once it moves on.
+  function pollDelivery() {
+    var el = document.getElementById("status");
+    if (!el || !el.dataset.poll) return;
+    function poll() {
+      fetch(el.dataset.poll, { credentials: "same-origin" })
+        .then(function (r) { return r.json(); })
+        .then(function (d) {
+          if (d.status !== el.dataset.status || String(d.attempt_count) !== el.dataset.attempts) {
+            window.location.reload();
+          } else {
+            setTimeout(poll, 1000);
+          }
+        })
+        .catch(function () { setTimeout(poll, 3000); });
+    }
+    setTimeout(poll, 1000);
+  }
+
+  // Bulk replay and other confirmations: <form data-confirm="...">.
+  function confirmations() {
+    document.querySelectorAll("form[data-confirm]").forEach(function (form) {
+      form.addEventListener("submit", function (event) {
+        if (!window.confirm(form.dataset.confirm)) event.preventDefault();
+      });
+    });
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    document.addEventListener("click", function (event) {
+      var button = event.target.closest("button.copy");
+      if (button) { event.preventDefault(); copyText(button); }
+    });
+    refreshTimes();
+    setInterval(refreshTimes, 30000);
+    examplePicker();
+    pollDelivery();
+    confirmations();
+  });
+})();

@@ -1,0 +1,55 @@
+"""Custom header names and values: what may be saved."""
+
+from __future__ import annotations
+
+import pytest
+
+from endpoints.custom_headers import MAX_HEADERS, header_errors
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [None, {}, {"Authorization": "Bearer abc"}, {"X-Tenant": "t-1", "x-env": "prod"}],
+)
+def test_allowed(headers):
+    assert header_errors(headers) == []
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "webhook-signature",
+        "Webhook-Id",
+        "content-type",
+        "Content-Length",
+        "HOST",
+        "user-agent",
+        "X-Relay-Attempt",
+        "x-relay-anything",
+        "Transfer-Encoding",
+    ],
+)
+def test_reserved_names_are_refused(name):
+    errors = header_errors({name: "v"})
+    assert len(errors) == 1 and f"{name} is reserved" in errors[0]
+
+
+@pytest.mark.parametrize(
+    ("headers", "message"),
+    [
+        ({"bad name": "v"}, "is not a header name"),
+        ({"X-A": "line\r\nInjected: 1"}, "line breaks"),
+        ({"X-A": 5}, "must be a string"),
+        ({"X-A": "v", "x-a": "w"}, "given twice"),
+        ({f"X-{i}": "v" for i in range(MAX_HEADERS + 1)}, "At most 20"),
+        (["X-A", "v"], "JSON object"),
+    ],
+)
+def test_bad_headers_are_refused(headers, message):
+    assert any(message in e for e in header_errors(headers))
+
+
+def test_messages_never_carry_a_value():
+    secret = "s3cr3t-token-value"
+    errors = header_errors({"webhook-id": secret, "X-B": secret + "\n"})
+    assert errors and all(secret not in e for e in errors)
