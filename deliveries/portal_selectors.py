@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db.models import Prefetch, QuerySet
+from django.db.models import Prefetch, Q, QuerySet
 
 from deliveries import signing
 from deliveries.dispatch.transport import USER_AGENT
@@ -15,6 +15,7 @@ from endpoints.selectors import live_secrets
 from relayproject.pagination import keyset_page
 
 PAGE_SIZE = 50
+HIDDEN_VALUE = "•••• (custom header, value hidden)"
 EVENT_TYPES_SHOWN = 200
 
 
@@ -51,10 +52,11 @@ def events_recent(*, merchant_id: int, limit: int = 20) -> list[Event]:
 @dataclass(frozen=True)
 class Page:
     items: list[Delivery]
-    next_cursor: str | None
+    next_cursor: str | None  # older rows continue after this id
+    newer_cursor: str | None = None  # newer rows come before this id
 
 
-def deliveries_page(
+def deliveries_filtered(
     *,
     merchant_id: int,
     endpoint_id: str | None = None,
@@ -62,25 +64,57 @@ def deliveries_page(
     event_type: str | None = None,
     since: datetime | None = None,
     until: datetime | None = None,
-    cursor: str | None = None,
-    size: int = PAGE_SIZE,
-) -> Page:
-    """Newest first; ids are time-ordered, so the last id seen is the cursor."""
+    search: str | None = None,
+) -> QuerySet[Delivery]:
+    """The portal log's rows; "order.*" matches every type under "order."."""
     rows: QuerySet[Delivery] = Delivery.objects.select_related(
-        "event", "endpoint"
+        "event", "endpoint", "endpoint__health"
     ).filter(endpoint__merchant_id=merchant_id)
     if endpoint_id:
         rows = rows.filter(endpoint_id=endpoint_id)
     if status:
         rows = rows.filter(status=status)
-    if event_type:
+    if event_type and event_type.endswith(".*"):
+        rows = rows.filter(event__type__startswith=event_type[:-1])
+    elif event_type:
         rows = rows.filter(event__type=event_type)
     if since:
         rows = rows.filter(created_at__gte=since)
     if until:
         rows = rows.filter(created_at__lt=until)
+    if search:
+        rows = rows.filter(Q(pk=search) | Q(event_id=search))
+    return rows
+
+
+def deliveries_page(
+    *,
+    merchant_id: int,
+    cursor: str | None = None,
+    before: str | None = None,
+    size: int | None = None,
+    **filters,
+) -> Page:
+    """Newest first; ids are time-ordered, so the last id seen is the cursor.
+
+    `before` walks back towards newer rows (the "Newer" link).
+    """
+    size = size or PAGE_SIZE
+    rows = deliveries_filtered(merchant_id=merchant_id, **filters)
+    if before:
+        newer = list(rows.filter(pk__gt=before).order_by("pk")[: size + 1])
+        more_newer = len(newer) > size
+        items = list(reversed(newer[:size]))
+        return Page(
+            items=items,
+            next_cursor=items[-1].pk if items else None,
+            newer_cursor=items[0].pk if items and more_newer else None,
+        )
     items, next_cursor = keyset_page(rows, after_id=cursor, limit=size)
-    return Page(items=items, next_cursor=next_cursor)
+    newer_cursor = None
+    if cursor and items and rows.filter(pk__gt=items[0].pk).exists():
+        newer_cursor = items[0].pk
+    return Page(items=items, next_cursor=next_cursor, newer_cursor=newer_cursor)
 
 
 @dataclass(frozen=True)
@@ -130,6 +164,8 @@ def delivery_request(*, delivery: Delivery, now: datetime) -> SentRequest:
         headers.append(
             ("webhook-signature", "v1,… (one per live secret, at send time)")
         )
+    # Custom header values may be credentials: named here, never shown.
+    headers += [(name, HIDDEN_VALUE) for name in delivery.endpoint.headers or {}]
     headers += [
         ("X-Relay-Event-Id", event.pk),
         ("X-Relay-Delivery-Id", delivery.pk),

@@ -288,3 +288,32 @@ def deliveries_recover(
             notify_dispatchers()
         span.set_attribute("relay.recovered", count)
     return count
+
+
+BULK_REPLAY_CAP = 500  # per request: a confirmation page shows what one click does
+
+
+def deliveries_replay_dead(
+    *, delivery_ids: Sequence[str], now: datetime | None = None
+) -> int:
+    """Those of these deliveries that are dead, back to pending with a fresh budget.
+
+    One UPDATE, conditional on status, so a row replayed meanwhile by someone
+    else is not counted twice.
+    """
+    now = now or utcnow()
+    with transaction.atomic():
+        count = Delivery.objects.filter(
+            pk__in=list(delivery_ids), status=Delivery.Status.DEAD
+        ).update(
+            status=Delivery.Status.PENDING,
+            budget_start=F("attempt_count"),
+            next_attempt_at=now,
+            claimed_by="",
+            claimed_until=None,
+            dead_at=None,
+        )
+        if count:
+            counters.counters_add(shard="web", tally={(counters.REPLAYED, ""): count})
+            notify_dispatchers()
+    return count

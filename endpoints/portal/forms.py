@@ -9,6 +9,8 @@ import re
 from django import forms
 from django.core.exceptions import ValidationError
 
+from endpoints.matching import is_valid_subscription
+
 STATUS_CHOICES = [
     ("", "any status"),
     ("pending", "pending"),
@@ -139,8 +141,18 @@ class EndpointForm(forms.Form):
 
 
 class DeliveryFilterForm(forms.Form):
+    q = forms.CharField(
+        label="Event or delivery id",
+        required=False,
+        max_length=40,
+        widget=forms.TextInput(attrs={"placeholder": "evt_… or dlv_…"}),
+    )
     status = forms.ChoiceField(choices=STATUS_CHOICES, required=False)
-    event_type = forms.CharField(required=False, max_length=255)
+    event_type = forms.CharField(
+        required=False,
+        max_length=255,
+        widget=forms.TextInput(attrs={"placeholder": "order.* or order.paid"}),
+    )
     since = forms.DateTimeField(
         required=False,
         label="Since (UTC)",
@@ -152,6 +164,20 @@ class DeliveryFilterForm(forms.Form):
         widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
     )
     cursor = forms.CharField(required=False, widget=forms.HiddenInput, max_length=40)
+    before = forms.CharField(required=False, widget=forms.HiddenInput, max_length=40)
+
+    def clean_event_type(self):
+        value = self.cleaned_data["event_type"].strip()
+        if value and not is_valid_subscription(value):
+            raise ValidationError("An event type, or a prefix pattern like order.*.")
+        return value
+
+    def clean(self):
+        cleaned = super().clean()
+        since, until = cleaned.get("since"), cleaned.get("until")
+        if since and until and since >= until:
+            self.add_error("until", "Until must be later than since.")
+        return cleaned
 
 
 class RecoverForm(forms.Form):

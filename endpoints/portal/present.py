@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -21,10 +22,15 @@ def breaker_words(health: EndpointHealth | None) -> str:
         return "closed: no delivery has been recorded yet"
     failures = health.consecutive_failures
     plural = "" if failures == 1 else "s"
+    reason = health.breaker_reason
     if health.breaker_state == EndpointHealth.State.OPEN:
-        words = (
-            f"opened at {_hm(health.opened_at)} after {failures} consecutive "
-            f"failure{plural}; next probe at {_hm(health.next_probe_at)}"
+        # The stored reason already says how it opened ("opened after 10
+        # consecutive failures (last: http 500)"): say it once.
+        how = f"; why: {reason}" if reason else ""
+        after = "" if reason else f" after {failures} consecutive failure{plural}"
+        return (
+            f"opened at {_hm(health.opened_at)}{after}; next probe at "
+            f"{_hm(health.next_probe_at)}{how}"
         )
     elif health.breaker_state == EndpointHealth.State.HALF_OPEN:
         words = (
@@ -38,9 +44,24 @@ def breaker_words(health: EndpointHealth | None) -> str:
         )
     else:
         words = "closed: deliveries flow normally"
-    if health.breaker_reason and health.breaker_state != EndpointHealth.State.CLOSED:
-        words += f" (last error: {health.breaker_reason})"
+    if reason and health.breaker_state == EndpointHealth.State.HALF_OPEN:
+        words += f"; why it opened: {reason}"
     return words
+
+
+def curl_command(url: str, headers: Sequence[tuple[str, str]], body: str) -> str:
+    """The request as a curl command a merchant can paste to try their receiver.
+
+    Headers whose value is not known (set at send time, or hidden) are left out
+    rather than sent wrong.
+    """
+    lines = [f"curl -X POST {shlex.quote(url)}"]
+    for name, value in headers:
+        if value.startswith(("(", "•")) or name == "User-Agent":
+            continue
+        lines.append(f"  -H {shlex.quote(f'{name}: {value}')}")
+    lines.append(f"  --data-binary {shlex.quote(body)}")
+    return " \\\n".join(lines)
 
 
 WIDTH, HEIGHT, PAD = 480, 120, 18
@@ -77,15 +98,18 @@ def hourly_chart(hours: Sequence) -> SafeString:
         'height="{5}"/></g>',
         bars,
     )
-    first = f"{hours[0].start:%H}:00" if hours else ""
-    last = f"{hours[-1].start:%H}:00" if hours else ""
+    # Dates on both ends: "22:00 ... 21:00" alone reads as if time ran backwards.
+    first = f"{hours[0].start:%b %-d, %H}:00" if hours else ""
+    last = f"{hours[-1].start:%b %-d, %H}:00 UTC" if hours else ""
+    total = sum(h.attempts for h in hours)
+    peak_text = f"peak {peak}/h" if total else "no attempts in the last 24 h"
     return format_html(
         '<svg class="chart" viewBox="0 0 {w} {h}" width="{w}" height="{h}" '
         'role="img" aria-label="Attempts and failures per hour, last 24 hours">'
         '<line x1="{p}" y1="{base}" x2="{right}" y2="{base}" class="axis"/>{body}'
         '<text x="{p}" y="{h}" class="tick">{first}</text>'
         '<text x="{right}" y="{h}" class="tick" text-anchor="end">{last}</text>'
-        '<text x="{p}" y="12" class="tick">peak {peak}/h</text></svg>',
+        '<text x="{p}" y="12" class="tick">{peak_text}</text></svg>',
         w=WIDTH,
         h=HEIGHT,
         p=PAD,
@@ -94,5 +118,5 @@ def hourly_chart(hours: Sequence) -> SafeString:
         body=body,
         first=first,
         last=last,
-        peak=peak,
+        peak_text=peak_text,
     )

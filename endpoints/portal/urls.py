@@ -44,6 +44,11 @@ urlpatterns = [
     path(M + "event-types/", catalogue.catalogue, name="catalogue"),
     path(EP + "health/", health.endpoint_health, name="endpoint_health"),
     path(M + "deliveries/", deliveries.delivery_list, name="delivery_list"),
+    path(
+        M + "deliveries/replay/",
+        deliveries.deliveries_bulk_replay,
+        name="deliveries_bulk_replay",
+    ),
     path(DLV, deliveries.delivery_detail, name="delivery_detail"),
     path(DLV + "status.json", deliveries.delivery_status, name="delivery_status"),
     path(DLV + "replay/", deliveries.delivery_replay, name="delivery_replay"),

@@ -5,41 +5,87 @@ from __future__ import annotations
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect
+from django.urls import reverse
 
 from endpoints.portal.access import WRITE, Access, portal_view
 from endpoints.portal.forms import DeliveryFilterForm
+from endpoints.portal.present import curl_command
 from endpoints.portal.views.common import page
 from relayproject.clock import utcnow
 
 TEST_EVENT_TYPE = "relay.test"
+BULK_REPLAY_CAP = 500  # deliveries.services.BULK_REPLAY_CAP, without importing it
 IN_PROGRESS = ("pending", "delivering")
+
+
+LOG_FILTERS = ("status", "event_type", "since", "until")
+
+
+def _filters(form: DeliveryFilterForm) -> dict:
+    data = form.cleaned_data
+    filters = {name: data.get(name) or None for name in LOG_FILTERS}
+    filters["search"] = (data.get("q") or "").strip() or None
+    return filters
 
 
 def _log(request: HttpRequest, access: Access, *, endpoint_id: str | None):
     from deliveries.portal_selectors import deliveries_page
 
     form = DeliveryFilterForm(request.GET)
-    filters = form.cleaned_data if form.is_valid() else {}
-    result = deliveries_page(
-        merchant_id=access.merchant.pk,
-        endpoint_id=endpoint_id,
-        status=filters.get("status") or None,
-        event_type=filters.get("event_type") or None,
-        since=filters.get("since"),
-        until=filters.get("until"),
-        cursor=filters.get("cursor") or None,
-    )
-    query = request.GET.copy()
-    next_query = None
-    if result.next_cursor:
-        query["cursor"] = result.next_cursor
-        next_query = query.urlencode()
+    valid = form.is_valid()
+    result = None
+    if valid:
+        result = deliveries_page(
+            merchant_id=access.merchant.pk,
+            endpoint_id=endpoint_id,
+            cursor=form.cleaned_data.get("cursor") or None,
+            before=form.cleaned_data.get("before") or None,
+            **_filters(form),
+        )
+    links = {}
+    if result is not None:
+        query = request.GET.copy()
+        for key in ("cursor", "before"):
+            query.pop(key, None)
+        links["first"] = (
+            query.urlencode()
+            if (form.cleaned_data.get("cursor") or form.cleaned_data.get("before"))
+            else None
+        )
+        if result.newer_cursor:
+            links["newer"] = _with(query, before=result.newer_cursor)
+        if result.next_cursor:
+            links["older"] = _with(query, cursor=result.next_cursor)
     return page(
         request,
         access,
         "delivery_list.html",
-        {"form": form, "deliveries": result.items, "next_query": next_query},
+        {
+            "form": form,
+            # The held reason per row comes with deliveries/held.py (issue 10).
+            "rows": [(d, None) for d in result.items] if result else [],
+            "valid": valid,
+            "links": links,
+            "bulk_fields": _bulk_fields(form) if valid else [],
+            "show_bulk": valid and form.cleaned_data.get("status") == "dead",
+            "bulk_cap": BULK_REPLAY_CAP,
+        },
+        status=200 if valid else 400,
     )
+
+
+def _with(query, **params) -> str:
+    query = query.copy()
+    for key, value in params.items():
+        query[key] = value
+    return query.urlencode()
+
+
+def _bulk_fields(form: DeliveryFilterForm) -> list[tuple[str, str]]:
+    """The filter, carried as hidden fields into the bulk replay's confirmation."""
+    return [
+        (name, form.data[name]) for name in ("q", *LOG_FILTERS) if form.data.get(name)
+    ]
 
 
 @portal_view()
@@ -57,7 +103,10 @@ def delivery_detail(request: HttpRequest, access: Access) -> HttpResponse:
     from deliveries.portal_selectors import delivery_request
 
     delivery = access.delivery
-    sent = delivery_request(delivery=delivery, now=utcnow())
+    now = utcnow()
+    sent = delivery_request(delivery=delivery, now=now)
+    attempts = list(delivery.attempts.all())
+    body = sent.body.decode("utf-8")
     return page(
         request,
         access,
@@ -65,9 +114,13 @@ def delivery_detail(request: HttpRequest, access: Access) -> HttpResponse:
         {
             "delivery": delivery,
             "endpoint": delivery.endpoint,
-            "attempts": list(delivery.attempts.all()),
+            "attempts": attempts,
+            # A replay of a succeeded delivery waits with a 200 as its last
+            # answer: that is not a failure.
+            "last_ok": bool(attempts) and attempts[-1].outcome == "succeeded",
             "sent_headers": sent.headers,
-            "sent_body": sent.body.decode("utf-8"),
+            "sent_body": body,
+            "curl": curl_command(delivery.endpoint.url, sent.headers, body),
             "in_progress": delivery.status in IN_PROGRESS,
             "can_replay": delivery.status not in IN_PROGRESS,
         },
@@ -119,3 +172,52 @@ def endpoint_test(request: HttpRequest, access: Access) -> HttpResponse:
         return redirect("portal:endpoint_detail", access.merchant.slug, endpoint.pk)
     delivery = event.created_deliveries[0]
     return redirect("portal:delivery_detail", access.merchant.slug, delivery.pk)
+
+
+@portal_view(methods=WRITE)
+def deliveries_bulk_replay(request: HttpRequest, access: Access) -> HttpResponse:
+    """Replay the dead deliveries the log's filter shows: count first, then confirm."""
+    from deliveries.portal_selectors import deliveries_filtered
+    from deliveries.services import deliveries_replay_dead
+
+    form = DeliveryFilterForm(request.POST)
+    endpoint_id = request.POST.get("endpoint_id") or None
+    back = _log_url(access, endpoint_id)
+    if not form.is_valid():
+        messages.error(request, "The filter is not valid; nothing was replayed.")
+        return redirect(back)
+    filters = {**_filters(form), "status": "dead"}
+    rows = deliveries_filtered(
+        merchant_id=access.merchant.pk, endpoint_id=endpoint_id, **filters
+    ).order_by("-pk")
+    total = rows.count()
+    if request.POST.get("confirm") != "yes":
+        return page(
+            request,
+            access,
+            "delivery_bulk_replay.html",
+            {
+                "total": total,
+                "count": min(total, BULK_REPLAY_CAP),
+                "cap": BULK_REPLAY_CAP,
+                "fields": _bulk_fields(form),
+                "endpoint_id": endpoint_id or "",
+                "back": back,
+            },
+        )
+    ids = list(rows.values_list("pk", flat=True)[:BULK_REPLAY_CAP])
+    count = deliveries_replay_dead(delivery_ids=ids)
+    left = max(total - count, 0)
+    words = f"{count} dead deliver{'y is' if count == 1 else 'ies are'} pending again."
+    if left:
+        words += f" {left} more match the filter: replay again for the next batch."
+    messages.success(request, words)
+    return redirect(back + "?status=pending")
+
+
+def _log_url(access: Access, endpoint_id: str | None) -> str:
+    if endpoint_id:
+        return reverse(
+            "portal:endpoint_deliveries", args=[access.merchant.slug, endpoint_id]
+        )
+    return reverse("portal:delivery_list", args=[access.merchant.slug])

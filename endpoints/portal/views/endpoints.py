@@ -138,13 +138,16 @@ def endpoint_detail(request: HttpRequest, access: Access) -> HttpResponse:
     # Reveal is a POST that redirects here; the flag it leaves is used once,
     # so a reload or the back button shows the masked secret again.
     revealed = access.can_edit and request.session.pop(reveal_key(endpoint.pk), False)
+    live = secrets_live(endpoint=endpoint, now=utcnow())
     response = page(
         request,
         access,
         "endpoint_detail.html",
         {
-            "secrets": secrets_live(endpoint=endpoint, now=utcnow()),
+            "secrets": live,
             "revealed": revealed,
+            # The current (newest) secret fills the snippets once revealed.
+            "snippet_secret": live[0].secret if revealed and live else "whsec_…",
             "breaker": breaker_words(getattr(endpoint, "health", None)),
             "filter_json": json.dumps(endpoint.filter, indent=2)
             if endpoint.filter

@@ -39,5 +39,8 @@ def endpoint_recover(request: HttpRequest, access: Access) -> HttpResponse:
             {"form": confirm, "count": count, "since": since, "preview": True},
         )
     count = deliveries_recover(endpoint=endpoint, since=since)
-    messages.success(request, f"{count} dead deliveries are pending again.")
+    messages.success(
+        request,
+        f"{count} dead deliver{'y is' if count == 1 else 'ies are'} pending again.",
+    )
     return redirect("portal:endpoint_deliveries", access.merchant.slug, endpoint.pk)

@@ -1,0 +1,194 @@
+"""A platform's customer in Debian's Chromium: from an API-made link to every page,
+at 1280 and 390 px wide without horizontal scrolling, plus the portal in an iframe."""
+
+from __future__ import annotations
+
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from playwright.sync_api import expect
+
+from endpoints.models import Endpoint, Merchant
+from tests import factories
+from tests.api.conftest import api_as
+from tests.browser import chromium_page, shot
+from tests.portal.conftest import dead_delivery
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+LONG_URL = "http://127.0.0.1:9/webhooks/" + "very-long-path-segment-" * 8 + "end"
+SCHEMA = {
+    "type": "object",
+    "required": ["order_id"],
+    "properties": {"order_id": {"type": "string"}, "amount": {"type": "integer"}},
+}
+
+
+def portal_link(live_server, slug="acme", role="owner") -> str:
+    api = api_as(None)
+    response = api.post(f"/merchants/{slug}/portal-sessions", {"role": role})
+    assert response.status_code == 201, response.content
+    return response.json()["url"].replace("http://testserver", live_server.url)
+
+
+@pytest.fixture
+def world():
+    api = api_as(None)
+    api.post("/merchants", {"slug": "acme", "name": "Acme Shop"})
+    api.post("/merchants", {"slug": "globex", "name": "Globex"})
+    api.post(
+        "/event-types",
+        {
+            "name": "order.created",
+            "description": "An order was placed.",
+            "schema": SCHEMA,
+            "example": {"order_id": "o-1", "amount": 120},
+        },
+    )
+    created = api.post(
+        "/merchants/acme/endpoints",
+        {
+            "url": LONG_URL,
+            "description": "Orders service",
+            "event_types": ["order.*"],
+            "filter": {"data": {"amount": {"$gte": 100}}},
+            "headers": {"Authorization": "Bearer hidden-value"},
+        },
+    ).json()
+    endpoint = Endpoint.objects.get(pk=created["id"])
+    for _ in range(3):
+        dead_delivery(endpoint, type="order.refunded")
+    globex = factories.endpoint(Merchant.objects.get(slug="globex"))
+    return {"endpoint": endpoint, "globex": globex}
+
+
+def no_horizontal_scroll(page) -> None:
+    width = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+    assert width[0] <= width[1], f"{page.url} is {width[0]} px wide in {width[1]}"
+
+
+def walk(page, base: str, endpoint: Endpoint, width: int) -> None:
+    ep = f"{base}/portal/m/acme/endpoints/{endpoint.pk}"
+    delivery = endpoint.deliveries.order_by("-pk").first()
+    pages = {
+        "endpoints": f"{base}/portal/m/acme/",
+        "endpoint": f"{ep}/",
+        "edit": f"{ep}/edit/",
+        "example": f"{ep}/example/",
+        "endpoint-deliveries": f"{ep}/deliveries/",
+        "health": f"{ep}/health/",
+        "recover": f"{ep}/recover/",
+        "rotate": f"{ep}/secret/rotate/",
+        "delete": f"{ep}/delete/",
+        "new-endpoint": f"{base}/portal/m/acme/endpoints/new/",
+        "deliveries": f"{base}/portal/m/acme/deliveries/?status=dead",
+        "delivery": f"{base}/portal/m/acme/deliveries/{delivery.pk}/",
+        "catalogue": f"{base}/portal/m/acme/event-types/",
+    }
+    for name, address in pages.items():
+        response = page.goto(address)
+        assert response.status == 200, (name, response.status)
+        no_horizontal_scroll(page)
+        shot(page, f"platform-{width}-{name}")
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_a_link_opens_every_page_without_horizontal_scroll(
+    live_server, settings, world, width
+):
+    settings.PORTAL_PRODUCT_NAME = "Acme Payments"
+    with chromium_page(width=width, height=900) as page:
+        page.goto(portal_link(live_server))
+        expect(page.locator("h1")).to_contain_text("Endpoints")
+        expect(page.locator(".brand")).to_have_text("Acme Payments")
+        expect(page.locator("main")).not_to_contain_text(world["globex"].pk)
+        walk(page, live_server.url, world["endpoint"], width)
+        # Only this merchant: another merchant's pages are 404.
+        response = page.goto(f"{live_server.url}/portal/m/globex/")
+        assert response.status == 404
+
+
+def test_send_an_example_from_the_browser(live_server, world):
+    endpoint = world["endpoint"]
+    with chromium_page(width=1280, height=900) as page:
+        page.goto(portal_link(live_server, role="developer"))
+        page.goto(f"{live_server.url}/portal/m/acme/endpoints/{endpoint.pk}/example/")
+        page.fill("#id_data", '{"order_id": 5}')
+        page.click("#send-example")
+        expect(page.locator('[data-field="data"] .errorlist')).to_contain_text(
+            "order_id"
+        )
+        shot(page, "platform-example-refused")
+        page.fill("#id_data", '{"order_id": "o-77", "amount": 3}')
+        page.click("#send-example")
+        expect(page.locator("h1")).to_contain_text("Delivery")
+        expect(page.locator("#request-body")).to_contain_text("o-77")
+        shot(page, "platform-example-sent")
+    sent = endpoint.deliveries.order_by("-pk").first()
+    assert sent.event.data == {"order_id": "o-77", "amount": 3}
+
+
+def test_a_used_link_is_a_clear_page_in_the_browser(live_server, world):
+    link = portal_link(live_server)
+    with chromium_page(width=390, height=800) as page:
+        page.goto(link)
+        expect(page.locator("h1")).to_contain_text("Endpoints")
+    with chromium_page(width=390, height=800) as page:
+        response = page.goto(link)
+        assert response.status == 410
+        expect(page.locator("h1")).to_have_text("This link has already been used")
+        no_horizontal_scroll(page)
+        shot(page, "platform-link-used")
+
+
+class _Embedder:
+    """A page on another origin that puts the portal link in an iframe."""
+
+    def __init__(self, link: str) -> None:
+        html = f'<!doctype html><h1>Platform</h1><iframe src="{link}" width="1000" height="700"></iframe>'
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802
+                body = html.encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        # localhost, like the live server: another origin (port) on the same
+        # site, so the portal's Lax session cookie works inside the frame.
+        self.origin = f"http://localhost:{self.server.server_port}"
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.parametrize("listed", [True, False])
+def test_the_portal_shows_in_an_iframe_only_on_listed_origins(
+    live_server, settings, world, listed
+):
+    embedder = _Embedder(portal_link(live_server))
+    try:
+        settings.PORTAL_FRAME_ANCESTORS = (
+            [embedder.origin] if listed else ["https://elsewhere.example"]
+        )
+        with chromium_page(width=1280, height=900) as page:
+            page.goto(embedder.origin)
+            frame = page.frame_locator("iframe")
+            if listed:
+                expect(frame.locator("h1")).to_contain_text("Endpoints")
+                shot(page, "platform-iframe")
+            else:
+                # The page's load event waits for its frames, refused or not.
+                page.wait_for_load_state("load")
+                assert "Endpoints" not in page.frames[1].content()
+    finally:
+        embedder.close()
