@@ -21,7 +21,7 @@ EVENT_TYPES_SHOWN = 200
 
 def delivery_of_merchant(*, merchant_id: int, delivery_id: str) -> Delivery | None:
     return (
-        Delivery.objects.select_related("event", "endpoint")
+        Delivery.objects.select_related("event", "endpoint", "endpoint__health")
         .prefetch_related(
             Prefetch("attempts", queryset=Attempt.objects.order_by("number"))
         )

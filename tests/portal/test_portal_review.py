@@ -217,3 +217,30 @@ def test_a_viewer_cannot_bulk_replay(client, world, role):
     )
     assert response.status_code == 403
     assert Delivery.objects.get(pk=world.mine.delivery.pk).status == "dead"
+
+
+def test_a_delivery_held_by_an_open_breaker_says_so_and_until_when(client, world):
+    probe = utcnow() + timedelta(minutes=5)
+    Delivery.objects.filter(pk=world.mine.delivery.pk).update(
+        status="pending", next_attempt_at=utcnow()
+    )
+    EndpointHealth.objects.filter(endpoint=world.mine.endpoint).update(
+        breaker_state="open", opened_at=utcnow(), next_probe_at=probe
+    )
+    client.force_login(world.owner)
+    detail = client.get(
+        url("delivery_detail", world.mine, world.mine.delivery.pk)
+    ).content.decode()
+    assert f"held: breaker open until {probe:%H:%M:%S} UTC" in detail
+    listing = client.get(url("delivery_list", world.mine)).content.decode()
+    assert "held: breaker open until" in listing
+
+
+def test_a_delivery_held_by_a_disabled_endpoint_says_so(client, world):
+    Delivery.objects.filter(pk=world.mine.delivery.pk).update(status="pending")
+    client.force_login(world.owner)
+    client.post(url("endpoint_toggle", world.mine, world.mine.endpoint.pk))
+    detail = client.get(
+        url("delivery_detail", world.mine, world.mine.delivery.pk)
+    ).content.decode()
+    assert "held: endpoint disabled" in detail

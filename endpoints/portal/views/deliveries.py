@@ -62,8 +62,7 @@ def _log(request: HttpRequest, access: Access, *, endpoint_id: str | None):
         "delivery_list.html",
         {
             "form": form,
-            # The held reason per row comes with deliveries/held.py (issue 10).
-            "rows": [(d, None) for d in result.items] if result else [],
+            "rows": _with_held(result.items) if result else [],
             "valid": valid,
             "links": links,
             "bulk_fields": _bulk_fields(form) if valid else [],
@@ -72,6 +71,14 @@ def _log(request: HttpRequest, access: Access, *, endpoint_id: str | None):
         },
         status=200 if valid else 400,
     )
+
+
+def _with_held(deliveries) -> list:
+    """Each row with why it waits, in the words the admin and API use too."""
+    from deliveries.held import delivery_held
+
+    now = utcnow()
+    return [(d, delivery_held(delivery=d, now=now)) for d in deliveries]
 
 
 def _with(query, **params) -> str:
@@ -100,6 +107,7 @@ def endpoint_deliveries(request: HttpRequest, access: Access) -> HttpResponse:
 
 @portal_view()
 def delivery_detail(request: HttpRequest, access: Access) -> HttpResponse:
+    from deliveries.held import delivery_held
     from deliveries.portal_selectors import delivery_request
 
     delivery = access.delivery
@@ -118,6 +126,7 @@ def delivery_detail(request: HttpRequest, access: Access) -> HttpResponse:
             # A replay of a succeeded delivery waits with a 200 as its last
             # answer: that is not a failure.
             "last_ok": bool(attempts) and attempts[-1].outcome == "succeeded",
+            "held": delivery_held(delivery=delivery, now=now),
             "sent_headers": sent.headers,
             "sent_body": body,
             "curl": curl_command(delivery.endpoint.url, sent.headers, body),
