@@ -160,3 +160,25 @@ def test_product_name_and_accent_colour_are_shown(platform, merchant, settings):
     assert 'class="brand"' in html and "Acme Payments" in html
     css = client.get(reverse("portal:theme_css")).content.decode()
     assert "--accent: #aa3300" in css
+
+
+def test_opening_a_link_signed_in_as_a_user_drops_the_user_and_logs_no_token(
+    platform, merchant, other_merchant, caplog
+):
+    from django.contrib.auth.models import User
+
+    from endpoints.models import Membership
+
+    user = User.objects.create_user("staffer", password="x" * 12)
+    Membership.objects.create(user=user, merchant=other_merchant, role="owner")
+    client = Client()
+    client.force_login(user)
+    link = link_for(platform)
+    with caplog.at_level(logging.DEBUG):
+        _, response = open_link(link["url"], client)
+    token = link["url"].rstrip("/").rsplit("/", 1)[1]
+    assert token not in caplog.text
+    assert (
+        client.get(reverse("portal:endpoint_list", args=["globex"])).status_code == 404
+    )
+    assert client.get(reverse("portal:endpoint_list", args=["acme"])).status_code == 200

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.conf import settings
-from django.contrib import auth
+from django.contrib.auth.models import AnonymousUser
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.cache import cache_control
@@ -35,8 +35,11 @@ def link_open(request: HttpRequest, token: str) -> HttpResponse:
             status=status,
         )
     # Whoever was signed in here before, this browser now holds the link's
-    # merchant and role only.
-    auth.logout(request)
+    # merchant and role only. The session is flushed directly, not through
+    # auth.logout: its signal's receivers log the request path, which holds
+    # the token.
+    request.session.flush()
+    request.user = AnonymousUser()
     portal_links.session_start(request.session, link=link)
     return redirect("portal:endpoint_list", link.merchant.slug)
 
