@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('endpoints', '0002_membership_grant_permission'),
+        ('endpoints', '0003_encrypt_endpoint_secrets'),
     ]
 
     operations = [
