@@ -35,7 +35,6 @@ DB = "bench_retention"
 # The last migration before the history was partitioned.
 PLAIN_MIGRATION = "0005_dispatcher_heartbeat"
 SERVER = "postgres://postgres@127.0.0.1:5432"
-BENCH_KEY = "bench-retention-" + "x" * 40  # nothing is served or signed
 
 SEED = """
 -- Ids as relayproject/ids.py makes them: 10 base32 characters of the
@@ -104,7 +103,7 @@ def psql(database: str, sql: str) -> None:
 def prepare(*, plain: bool) -> None:
     psql("postgres", f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
     psql("postgres", f"CREATE DATABASE {DB}")
-    env = dict(os.environ, DATABASE_URL=f"{SERVER}/{DB}", SECRET_KEY=BENCH_KEY)
+    env = dict(os.environ, DATABASE_URL=f"{SERVER}/{DB}", DEBUG="true")
     manage = [sys.executable, "manage.py", "migrate", "-v0"]
     subprocess.run(manage, cwd=ROOT, env=env, check=True)
     if plain:
@@ -120,7 +119,15 @@ def main() -> None:
     parser.add_argument(
         "--plain", action="store_true", help="unpartitioned tables: the claim only"
     )
+    parser.add_argument(
+        "--seed-only", action="store_true", help=f"leave the seeded {DB} and stop"
+    )
     args = parser.parse_args()
+    if args.seed_only:
+        measure(
+            args.rows[0] if args.rows else 1_000_000, plain=args.plain, seed_only=True
+        )
+        return
     sizes = args.rows or [10_000, 1_000_000]
     results = [measure(rows, plain=args.plain) for rows in sizes]
     print(
@@ -138,12 +145,13 @@ def main() -> None:
         print(f"  prune said: {r['prune_out']}")
 
 
-def measure(rows: int, *, plain: bool) -> dict:
+def measure(rows: int, *, plain: bool, seed_only: bool = False) -> dict:
     prepare(plain=plain)
     os.environ["DATABASE_URL"] = f"{SERVER}/{DB}"
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "relayproject.settings")
     os.environ["RELAY_ALLOW_PRIVATE_DESTINATIONS"] = "true"
-    os.environ["SECRET_KEY"] = BENCH_KEY
+    # Development settings (no production keys needed); nothing is served.
+    os.environ["DEBUG"] = "true"
     sys.path.insert(0, str(ROOT))
     import django
 
@@ -175,6 +183,8 @@ def measure(rows: int, *, plain: bool) -> dict:
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM deliveries_attempt")
         attempts = cursor.fetchone()[0]
+    if seed_only:
+        return {}
 
     def claim_once() -> float:
         t0 = time.perf_counter()

@@ -36,6 +36,7 @@ class PruneResult:
     events: int = 0
     before: datetime | None = None  # the cutoff applied
     partitions: int = 0  # day partitions dropped (PostgreSQL)
+    estimated: bool = False  # a dry run sized some days by their statistics
 
 
 def _prunable(*, before: datetime, include_dead: bool):
@@ -107,44 +108,37 @@ def _prune_partitioned(
 
 
 def _count_partitioned(result: PruneResult, *, include_dead: bool) -> None:
-    """What a prune would remove, in three aggregate queries.
-
-    Each scans the days before the cutoff (partition pruning skips the rest)
-    and anti-joins the few deliveries that would stay with a hash join, not
-    the nested loop a NOT IN over the whole table turned into.
+    """What a prune would remove: the rows of the days it drops, less those it
+    keeps (found through the partial indexes, a few per cent), plus the ones
+    of the default partition it deletes. Days are sized by their statistics
+    (see partitions.rows_before), so at a million rows this takes
+    milliseconds, not the whole-table anti-join it used to be.
     """
-    cutoff = result.before
-    kept = partitions.kept_deliveries(before=cutoff.date(), include_dead=include_dead)
-    bounds = {
-        "deliveries": id_floor("dlv", cutoff),
-        # An event's day goes a day after its deliveries' (see partitions).
-        "events": id_floor("evt", cutoff - timedelta(days=1)),
-    }
-    staying = (
-        "WITH kept AS (SELECT id, event_id FROM deliveries_delivery "
-        f"WHERE id < %(deliveries)s AND {kept}) "
-    )
+    day = result.before.date()
+    kept = partitions.kept_deliveries(before=day, include_dead=include_dead)
+    deliveries, estimated_d = partitions.rows_before(partitions.DELIVERIES, day=day)
+    attempts, estimated_a = partitions.rows_before(partitions.ATTEMPTS, day=day)
+    # An event's day goes a day after its deliveries' (see partitions).
+    event_day = day - timedelta(days=1)
+    events, estimated_e = partitions.rows_before(partitions.EVENTS, day=event_day)
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT count(*) FROM deliveries_delivery "
-            f"WHERE id < %(deliveries)s AND NOT ({kept})",
-            bounds,
+            "WITH kept AS (SELECT id, event_id FROM deliveries_delivery "
+            f"WHERE id < %(deliveries)s AND {kept}) "
+            "SELECT (SELECT count(*) FROM kept), "
+            "(SELECT count(DISTINCT event_id) FROM kept WHERE event_id < %(events)s), "
+            "(SELECT count(*) FROM deliveries_attempt a "
+            "WHERE a.delivery_id IN (SELECT id FROM kept))",
+            {
+                "deliveries": id_floor("dlv", result.before),
+                "events": id_floor("evt", partitions.day_start(event_day)),
+            },
         )
-        result.deliveries = cursor.fetchone()[0]
-        cursor.execute(
-            f"{staying} SELECT count(*) FROM deliveries_attempt a "
-            "WHERE a.delivery_id < %(deliveries)s "
-            "AND NOT EXISTS (SELECT 1 FROM kept WHERE kept.id = a.delivery_id)",
-            bounds,
-        )
-        result.attempts = cursor.fetchone()[0]
-        cursor.execute(
-            f"{staying} SELECT count(*) FROM deliveries_event e "
-            "WHERE e.id < %(events)s "
-            "AND NOT EXISTS (SELECT 1 FROM kept WHERE kept.event_id = e.id)",
-            bounds,
-        )
-        result.events = cursor.fetchone()[0]
+        kept_deliveries, kept_events, kept_attempts = cursor.fetchone()
+    result.deliveries = deliveries - kept_deliveries
+    result.attempts = attempts - kept_attempts
+    result.events = events - kept_events
+    result.estimated = estimated_d or estimated_a or estimated_e
 
 
 def _prune_batches(

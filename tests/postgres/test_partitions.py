@@ -196,6 +196,16 @@ def test_dry_run_counts_what_the_prune_then_deletes(history):
     assert real.startswith("deleted 3 deliveries, 5 attempts, 2 events")
 
 
+def test_dry_run_sizes_analyzed_days_by_their_statistics(history):
+    with connection.cursor() as cursor:
+        for history_table in TABLES:
+            cursor.execute(f"ANALYZE {history_table.table}")
+
+    dry = prune("--older-than", "30", "--dry-run", "--include-dead")
+
+    assert dry.startswith("would delete about 3 deliveries, 5 attempts, 2 events")
+
+
 def test_an_idempotency_key_used_on_another_day_still_replays():
     endpoint = factories.endpoint()
     # Made yesterday: another partition than today's, where a unique index

@@ -46,6 +46,8 @@ class Command(BaseCommand):
                 f"dropped so far are gone, run it again later: {exc}"
             ) from exc
         verb = "would delete" if options["dry_run"] else "deleted"
+        if result.estimated:
+            verb += " about"
         days = f"; dropped {result.partitions} partitions" if result.partitions else ""
         self.stdout.write(
             f"{verb} {result.deliveries} deliveries, {result.attempts} attempts, "
