@@ -7,10 +7,14 @@ publish N events through deliveries.services.events_publish, start K
 records when each (endpoint path, webhook-id) arrived; latency is that time
 minus the event's created_at, throughput is deliveries over the span from the
 first to the last receipt (process start-up is reported apart, as "wall").
-The ceiling is the same number of plain requests.Session POSTs to the same
-receiver with no database, sequential and from 8 threads.
+The ceiling is the same number of plain aiohttp POSTs to the same receiver,
+512 in flight, with no database (bench/ceiling.py). Three receivers: instant
+(2 endpoints), a fixed 100 ms and issue 8's realistic latency mix (20
+endpoints each). The steady scenario publishes at half the throughput of
+"instant default k=1". Peak RSS is each dispatcher's VmHWM; the load average
+is recorded with every row (the machine is shared).
 
-    .venv/bin/python bench/deliveries_bench.py            # full run, ~5 min
+    .venv/bin/python bench/deliveries_bench.py            # full run, ~10 min
     .venv/bin/python bench/deliveries_bench.py --quick    # smoke run, ~1 min
 
 Loopback only; every scenario is bounded by --timeout. Results go to stdout
@@ -49,11 +53,21 @@ DEFAULT_DB = "postgres://postgres@127.0.0.1:5432/bench_relay"
 @dataclass
 class Scenario:
     name: str
-    receiver: str  # "fast" or "slow"
-    concurrency: int
+    receiver: str  # a key of RECEIVERS
+    concurrency: int | None  # None: the default (DISPATCHER_CONCURRENCY)
     processes: int
     events: int
     steady_rate: float = 0.0  # events/s published while dispatchers run; 0 = backlog
+
+
+# name: (receiver.py arguments, endpoints subscribed). The instant receiver
+# keeps the 2 endpoints of earlier runs; the slow ones get 20 so that the
+# per-endpoint cap (ENDPOINT_MAX_IN_FLIGHT, 32) is not what is measured.
+RECEIVERS = {
+    "instant": (["--delay", "0"], 2),
+    "100ms": (["--delay", "0.1"], 20),
+    "mix": (["--mix"], 20),
+}
 
 
 @dataclass
@@ -68,6 +82,8 @@ class Result:
     p50_ms: float | None = None
     p95_ms: float | None = None
     p99_ms: float | None = None
+    rss_mb: float | None = None  # peak resident memory of the largest dispatcher
+    load: str = ""  # 1/5/15 min load average when the scenario ended
     notes: list[str] = field(default_factory=list)
 
 
@@ -84,9 +100,9 @@ def percentile(values: list[float], p: float) -> float:
 
 
 class ReceiverProcess:
-    def __init__(self, *, delay: float) -> None:
+    def __init__(self, args: list[str]) -> None:
         self.proc = subprocess.Popen(
-            [PYTHON, str(HERE / "receiver.py"), "--delay", str(delay)],
+            [PYTHON, str(HERE / "receiver.py"), *args],
             stdout=subprocess.PIPE,
             text=True,
         )
@@ -108,8 +124,25 @@ class ReceiverProcess:
             self.proc.kill()
 
 
+def fernet_key() -> str:
+    from cryptography.fernet import Fernet
+
+    return Fernet.generate_key().decode()
+
+
+# Production settings (DEBUG off), one key for the whole run.
+SECRETS = {
+    "DEBUG": "false",
+    "SECRET_KEY": "bench-" + uuid.uuid4().hex * 2,
+    "ALLOWED_HOSTS": "127.0.0.1",
+}
+
+
 def dispatcher_env(db_url: str) -> dict[str, str]:
     env = dict(os.environ)
+    if "RELAY_ENCRYPTION_KEYS" not in SECRETS:
+        SECRETS["RELAY_ENCRYPTION_KEYS"] = fernet_key()
+    env.update(SECRETS)
     env.update(DATABASE_URL=db_url, RELAY_ALLOW_PRIVATE_DESTINATIONS="true")
     # Everything else at its contract default: the bench measures those.
     for name in ("BATCH_SIZE", "DISPATCHER_CONCURRENCY", "CLAIM_LEASE_SECONDS"):
@@ -132,9 +165,9 @@ def start_dispatchers(
             # The engine is under test, not the URL map: a half-committed
             # page elsewhere in the tree must not stop the run.
             "--skip-checks",
-            "--concurrency",
-            str(s.concurrency),
         ]
+        if s.concurrency is not None:
+            cmd += ["--concurrency", str(s.concurrency)]
         cmd += ["--worker-id", f"bench-{k}"] + (["--drain"] if drain else [])
         if PY_SPY:
             # On-CPU samples only, as collapsed stacks: where the CPU goes.
@@ -157,6 +190,36 @@ def start_dispatchers(
             )
         )
     return procs
+
+
+class RssWatch:
+    """Peak resident memory (VmHWM) of each process, read twice a second until it ends."""
+
+    def __init__(self, procs: list[subprocess.Popen]) -> None:
+        self.peak: dict[int, float] = {}
+        self.procs = procs
+        self.thread = threading.Thread(target=self._watch, daemon=True)
+        self.thread.start()
+
+    def _watch(self) -> None:
+        while any(p.poll() is None for p in self.procs):
+            for p in self.procs:
+                try:
+                    status = Path(f"/proc/{p.pid}/status").read_text()
+                except OSError:
+                    continue
+                m = re.search(r"VmHWM:\s+(\d+) kB", status)
+                if m:
+                    self.peak[p.pid] = int(m.group(1)) / 1024
+            time.sleep(0.5)
+
+    def result(self) -> float | None:
+        self.thread.join(2)
+        return max(self.peak.values()) if self.peak and not PY_SPY else None
+
+
+def load_now() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
 def stop_all(procs: list[subprocess.Popen], *, deadline: float) -> list[str]:
@@ -334,6 +397,7 @@ def run_backlog(
     receiver.reset()
     started = time.time()
     procs = start_dispatchers(s, db_url=db_url, drain=True)
+    rss = RssWatch(procs)
     notes = stop_all(procs, deadline=time.monotonic() + timeout)
     result = summarise(
         s.name,
@@ -347,6 +411,7 @@ def run_backlog(
     if statuses.get("succeeded") != s.events * m:
         notes.append(f"statuses {statuses}")
     result.notes += notes
+    result.rss_mb, result.load = rss.result(), load_now()
     return result
 
 
@@ -356,6 +421,7 @@ def run_steady(
     """Dispatchers idle on LISTEN; events arrive at a fixed rate; latency is the point."""
     relay_reset(base=receiver.base, endpoints=m)
     procs = start_dispatchers(s, db_url=db_url, drain=False)
+    rss = RssWatch(procs)
     deadline = time.monotonic() + timeout
     # Warm-up: wait until a dispatcher has delivered one event, then a moment
     # for the others to reach their LISTEN.
@@ -392,35 +458,21 @@ def run_steady(
         created=created,
     )
     result.notes += notes
+    result.rss_mb, result.load = rss.result(), load_now()
     return result
 
 
 def run_ceiling(
-    name: str, receiver: ReceiverProcess, *, count: int, threads: int, m: int
+    name: str, receiver: ReceiverProcess, *, count: int, in_flight: int, m: int
 ) -> Result:
-    """Plain requests.Session POSTs, one session per thread, no database, no signing."""
+    """Plain aiohttp POSTs, in_flight at once, no database, no signing (bench/ceiling.py)."""
+    from ceiling import ceiling_run
+
     receiver.reset()
-    body = json.dumps({"type": "order.paid", "data": sample_data(0)}).encode()
     ids = [f"evt_ceiling{i:07d}" for i in range(count)]
-    per_thread = [ids[t::threads] for t in range(threads)]
-
-    def post_all(chunk: list[str]) -> None:
-        with requests.Session() as session:
-            for n, wid in enumerate(chunk):
-                session.post(
-                    f"{receiver.base}/e{n % m}",
-                    data=body,
-                    headers={"Content-Type": "application/json", "webhook-id": wid},
-                    timeout=10,
-                )
-
     started = time.time()
-    workers = [threading.Thread(target=post_all, args=(c,)) for c in per_thread]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join()
-    return summarise(
+    ceiling_run(receiver.base, ids=ids, endpoints=m, in_flight=in_flight)
+    result = summarise(
         name,
         "ceiling",
         expected=count,
@@ -428,23 +480,30 @@ def run_ceiling(
         started=started,
         created=None,
     )
+    result.load = load_now()
+    return result
 
 
 # -- the run -------------------------------------------------------------------
 
 
 def scenarios(*, events: int, slow_events: int, steady_events: int) -> list[Scenario]:
+    """Backlog sizes in events; each event is one delivery per endpoint."""
+    mix = max(10, slow_events // RECEIVERS["mix"][1])
+    slow = max(10, slow_events // RECEIVERS["100ms"][1])
     return [
-        Scenario("fast c=1 k=1", "fast", 1, 1, events),
-        Scenario("fast c=8 k=1", "fast", 8, 1, events),
-        Scenario("fast c=8 k=2", "fast", 8, 2, events),
-        Scenario("fast c=8 k=4", "fast", 8, 4, events),
-        Scenario("fast c=1 k=4", "fast", 1, 4, events),
-        Scenario("slow c=1 k=1", "slow", 1, 1, max(10, slow_events // 8)),
-        Scenario("slow c=8 k=1", "slow", 8, 1, slow_events),
-        Scenario("slow c=8 k=2", "slow", 8, 2, slow_events),
-        Scenario("slow c=8 k=4", "slow", 8, 4, slow_events),
-        Scenario("steady 20 ev/s c=8 k=2", "fast", 8, 2, steady_events, steady_rate=20),
+        Scenario("mix default k=1", "mix", None, 1, mix),
+        Scenario("mix default k=2", "mix", None, 2, mix),
+        Scenario("mix c=512 k=1", "mix", 512, 1, mix * 2),
+        Scenario("mix c=1 k=1", "mix", 1, 1, 5),
+        Scenario("instant default k=1", "instant", None, 1, events),
+        Scenario("instant default k=2", "instant", None, 2, events),
+        Scenario("instant c=1 k=1", "instant", 1, 1, max(10, events // 4)),
+        Scenario("100ms default k=1", "100ms", None, 1, slow),
+        Scenario("100ms default k=2", "100ms", None, 2, slow),
+        Scenario("100ms c=1 k=1", "100ms", 1, 1, 5),
+        # The rate is set from "instant default k=1" (half its throughput).
+        Scenario("steady instant default k=1", "instant", None, 1, steady_events, 1),
     ]
 
 
@@ -469,14 +528,15 @@ def table(results: list[Result]) -> str:
         return "-" if v is None else f"{v:.0f}"
 
     lines = [
-        "| scenario | kind | deliveries | received | dups | deliveries/s | wall s | p50 ms | p95 ms | p99 ms | notes |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| scenario | kind | deliveries | received | dups | deliveries/s | wall s | p50 ms | p95 ms | p99 ms | peak RSS MB | load | notes |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|",
     ]
     for r in results:
+        rss = "-" if r.rss_mb is None else f"{r.rss_mb:.0f}"
         lines.append(
             f"| {r.name} | {r.kind} | {r.deliveries} | {r.received} | {r.duplicates} | "
             f"{r.rate:.0f} | {r.wall:.1f} | {ms(r.p50_ms)} | {ms(r.p95_ms)} | {ms(r.p99_ms)} | "
-            f"{'; '.join(r.notes)} |"
+            f"{rss} | {r.load} | {'; '.join(r.notes)} |"
         )
     return "\n".join(lines)
 
@@ -487,11 +547,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--events", type=int, default=2000, help="events per fast scenario"
     )
-    parser.add_argument("--slow-events", type=int, default=600)
-    parser.add_argument("--steady-events", type=int, default=300)
     parser.add_argument(
-        "--endpoints", type=int, default=2, help="M endpoints, all subscribed"
+        "--slow-events", type=int, default=3000, help="deliveries per slow backlog"
     )
+    parser.add_argument("--steady-events", type=int, default=2000)
     parser.add_argument(
         "--only", default="", help="run scenarios whose name contains this"
     )
@@ -517,7 +576,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         ROOT, sha = tree_export(args.rev)
     if args.quick:
-        args.events, args.slow_events, args.steady_events = 200, 80, 40
+        args.events, args.slow_events, args.steady_events = 200, 400, 100
     if not args.database_url.rsplit("/", 1)[1].startswith("bench"):
         parser.error("use a database of its own whose name starts with 'bench'")
 
@@ -525,39 +584,38 @@ def main(argv: list[str] | None = None) -> int:
     info["commit"] = sha
     database_prepare(args.database_url)
     django_setup(args.database_url)
-    receivers = {"fast": ReceiverProcess(delay=0.0), "slow": ReceiverProcess(delay=0.1)}
+    receivers = {name: ReceiverProcess(cmd) for name, (cmd, _) in RECEIVERS.items()}
     results: list[Result] = []
-    m = args.endpoints
+    plan = scenarios(
+        events=args.events,
+        slow_events=args.slow_events,
+        steady_events=args.steady_events,
+    )
     try:
         if not args.no_ceiling:
-            n = args.events * m
-            for threads in (1, 8):
+            for name, (_, m) in RECEIVERS.items():
+                wanted = [s for s in plan if s.receiver == name]
+                count = max(s.events * m for s in wanted) if wanted else 1000
                 results.append(
                     run_ceiling(
-                        f"fast ceiling {threads} thread(s)",
-                        receivers["fast"],
-                        count=n,
-                        threads=threads,
+                        f"{name} ceiling 512 in flight",
+                        receivers[name],
+                        count=max(count, 1000),
+                        in_flight=512,
                         m=m,
                     )
                 )
-            results.append(
-                run_ceiling(
-                    "slow ceiling 8 threads",
-                    receivers["slow"],
-                    count=min(n, args.slow_events * m),
-                    threads=8,
-                    m=m,
-                )
-            )
-            print(table(results), flush=True)
-        for s in scenarios(
-            events=args.events,
-            slow_events=args.slow_events,
-            steady_events=args.steady_events,
-        ):
+                print(table(results[-1:]).splitlines()[-1], flush=True)
+        for s in plan:
             if args.only and args.only not in s.name:
                 continue
+            m = RECEIVERS[s.receiver][1]
+            if s.steady_rate:
+                # Half the measured throughput of one default dispatcher, in events/s.
+                base = [r for r in results if r.name == "instant default k=1"]
+                rate = base[0].rate / 2 if base else 200.0
+                s.steady_rate = rate / m
+                s.name += f" at {rate:.0f} deliveries/s"
             run = run_steady if s.steady_rate else run_backlog
             results.append(
                 run(

@@ -1,84 +1,103 @@
-"""A loopback webhook receiver for the benchmark, run as its own process.
+"""A loopback webhook receiver for the benchmarks, run as its own process.
 
-It answers every POST 200 at once (or after --delay seconds) on keep-alive
-HTTP/1.1 connections, one thread per connection, and records the wall-clock
-receipt time of each (path, webhook-id). The bench reads the record with
-GET /_dump and clears it with POST /_reset. Standard library only, so it
-adds no dependency and costs the same for the relay and the ceiling.
+An aiohttp.web server (one event loop, so it holds thousands of keep-alive
+connections at once) that answers every POST 200, after a delay that is one
+of three kinds:
 
-    python bench/receiver.py --port 0 --delay 0.1   # prints "port N" first
+    --delay 0        instant
+    --delay 0.1      a fixed 100 ms
+    --mix            the realistic mix of issue 8: 60% 20-80 ms, 30% 150-400 ms,
+                     8% 1-2 s, 2% 5 s, chosen by a hash of the webhook-id, so
+                     every rerun (and the ceiling) sees the same latencies
+
+It records the wall-clock receipt time of each (path, webhook-id), taken when
+the request has fully arrived, before the delay. The bench reads the record
+with GET /_dump and clears it with POST /_reset.
+
+    python bench/receiver.py --port 0 --mix   # prints "port N" first
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import hashlib
 import json
 import sys
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from aiohttp import web
 
 REPLY = b"ok"
 
+# (share, low seconds, high seconds): the issue's mix, cumulative in order.
+MIX = ((0.60, 0.020, 0.080), (0.30, 0.150, 0.400), (0.08, 1.0, 2.0), (0.02, 5.0, 5.0))
 
-def serve(*, port: int, delay: float) -> None:
+
+def mix_delay(webhook_id: str) -> float:
+    """The mix's latency for this webhook-id: the same on every run and host."""
+    digest = hashlib.sha256(webhook_id.encode()).digest()
+    pick = int.from_bytes(digest[:4], "big") / 2**32
+    spot = int.from_bytes(digest[4:8], "big") / 2**32
+    for share, low, high in MIX:
+        if pick < share:
+            return low + (high - low) * spot
+        pick -= share
+    return MIX[-1][2]
+
+
+def mix_mean() -> float:
+    return sum(share * (low + high) / 2 for share, low, high in MIX)
+
+
+def app_make(*, delay: float, mix: bool) -> web.Application:
     received: list[tuple[str, str, float]] = []
-    lock = threading.Lock()
 
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        # Without this, headers and body leave in two small segments and
-        # Nagle holds the second until the client's delayed ACK: 40 ms a request.
-        disable_nagle_algorithm = True
+    async def reset(request: web.Request) -> web.Response:
+        received.clear()
+        return web.Response(body=b"{}")
 
-        def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-            length = int(self.headers.get("Content-Length") or 0)
-            self.rfile.read(length)
-            if self.path == "/_reset":
-                with lock:
-                    received.clear()
-                self._reply(b"{}")
-                return
-            # Receipt is when the request has fully arrived, before any delay.
-            item = (self.path, self.headers.get("webhook-id", ""), time.time())
-            with lock:
-                received.append(item)
-            if delay:
-                time.sleep(delay)  # the slow receiver under test, not a wait
-            self._reply(REPLY)
+    async def dump(request: web.Request) -> web.Response:
+        return web.Response(body=json.dumps(received).encode())
 
-        def do_GET(self) -> None:  # noqa: N802
-            with lock:
-                body = json.dumps(received).encode()
-            self._reply(body)
+    async def hook(request: web.Request) -> web.Response:
+        await request.read()
+        wid = request.headers.get("webhook-id", "")
+        received.append((request.path, wid, time.time()))
+        wait = mix_delay(wid) if mix else delay
+        if wait:
+            await asyncio.sleep(wait)  # the receiver under test, not a wait
+        return web.Response(body=REPLY)
 
-        def _reply(self, body: bytes) -> None:
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    app = web.Application(client_max_size=4 * 1024 * 1024)
+    app.router.add_post("/_reset", reset)
+    app.router.add_get("/_dump", dump)
+    app.router.add_post("/{tail:.*}", hook)
+    return app
 
-        def log_message(self, *args) -> None:
-            pass
 
-    ThreadingHTTPServer.request_queue_size = 128
-    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-    server.daemon_threads = True
-    print(f"port {server.server_port}", flush=True)
+async def serve(*, port: int, delay: float, mix: bool) -> None:
+    runner = web.AppRunner(app_make(delay=delay, mix=mix), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", port, backlog=4096)
+    await site.start()
+    print(f"port {site._server.sockets[0].getsockname()[1]}", flush=True)
     try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
+        await asyncio.Event().wait()
     finally:
-        server.server_close()
+        await runner.cleanup()
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--delay", type=float, default=0.0)
+    parser.add_argument("--mix", action="store_true", help="the realistic latency mix")
     args = parser.parse_args(argv)
-    serve(port=args.port, delay=args.delay)
+    try:
+        asyncio.run(serve(port=args.port, delay=args.delay, mix=args.mix))
+    except KeyboardInterrupt:
+        pass
 
 
 if __name__ == "__main__":
