@@ -114,22 +114,28 @@ def prepare(*, plain: bool) -> None:
 
 
 def main() -> None:
+    global DB
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, action="append")
     parser.add_argument(
         "--plain", action="store_true", help="unpartitioned tables: the claim only"
     )
     parser.add_argument(
-        "--seed-only", action="store_true", help=f"leave the seeded {DB} and stop"
+        "--seed-only", action="store_true", help="leave the seeded database, stop"
     )
+    parser.add_argument(
+        "--reuse", action="store_true", help="measure a database --seed-only left"
+    )
+    parser.add_argument("--db", default=DB, help="database name (recreated)")
     args = parser.parse_args()
+    DB = args.db
     if args.seed_only:
         measure(
             args.rows[0] if args.rows else 1_000_000, plain=args.plain, seed_only=True
         )
         return
     sizes = args.rows or [10_000, 1_000_000]
-    results = [measure(rows, plain=args.plain) for rows in sizes]
+    results = [measure(rows, plain=args.plain, reuse=args.reuse) for rows in sizes]
     print(
         "\n| history rows | attempts | claim median | dry-run median | prune | "
         "partitions dropped | longest claim during prune |"
@@ -145,8 +151,11 @@ def main() -> None:
         print(f"  prune said: {r['prune_out']}")
 
 
-def measure(rows: int, *, plain: bool, seed_only: bool = False) -> dict:
-    prepare(plain=plain)
+def measure(
+    rows: int, *, plain: bool, seed_only: bool = False, reuse: bool = False
+) -> dict:
+    if not reuse:
+        prepare(plain=plain)
     os.environ["DATABASE_URL"] = f"{SERVER}/{DB}"
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "relayproject.settings")
     os.environ["RELAY_ALLOW_PRIVATE_DESTINATIONS"] = "true"
@@ -156,16 +165,27 @@ def measure(rows: int, *, plain: bool, seed_only: bool = False) -> dict:
     import django
 
     django.setup()
-    from django.core.management import call_command
-    from django.db import connection, transaction
+    from django.db import connection
+
+    connection.close()
+    if not reuse:
+        _seed(rows, plain=plain)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM deliveries_attempt")
+        attempts = cursor.fetchone()[0]
+    if seed_only:
+        return {}
+    return _timings(rows, attempts, plain=plain)
+
+
+def _seed(rows: int, *, plain: bool) -> None:
+    from django.db import connection
 
     from deliveries import partitions
-    from deliveries.dispatch import claiming
     from endpoints.models import Merchant
     from endpoints.services import endpoint_create
     from relayproject.clock import utcnow
 
-    connection.close()
     merchant = Merchant.objects.create(slug="bench", name="Bench")
     for n in range(50):
         endpoint_create(merchant=merchant, url=f"http://127.0.0.1:9/{n}")
@@ -180,11 +200,14 @@ def measure(rows: int, *, plain: bool, seed_only: bool = False) -> dict:
     print(f"seeded {rows:,} deliveries in {time.monotonic() - started:.0f} s")
     connection.close()
     psql(DB, "VACUUM ANALYZE")
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM deliveries_attempt")
-        attempts = cursor.fetchone()[0]
-    if seed_only:
-        return {}
+
+
+def _timings(rows: int, attempts: int, *, plain: bool) -> dict:
+    from django.core.management import call_command
+    from django.db import connection, transaction
+
+    from deliveries.dispatch import claiming
+    from relayproject.clock import utcnow
 
     def claim_once() -> float:
         t0 = time.perf_counter()
