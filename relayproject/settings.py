@@ -14,6 +14,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import environ
+from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
 from endpoints.secret_storage import check_keys as check_encryption_keys
@@ -67,6 +68,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
     # Last, as django-axes asks: answers 429 once a sign-in is locked out.
     "axes.middleware.AxesMiddleware",
 ]
@@ -163,6 +165,22 @@ if not DEBUG:
     SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=True)
     # Load balancers probe these over plain HTTP on the inside.
     SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$"]
+
+# Content-Security-Policy (django-csp) on every answer: scripts, styles and
+# everything else only from this origin; no inline script or style anywhere
+# (templates keep JS and CSS in static files), no framing, no plugins.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF],
+        "img-src": [SELF, "data:"],
+        "object-src": [NONE],
+        "base-uri": [NONE],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    }
+}
 
 # --- Sign-in throttle (django-axes): admin and portal share it --------------
 # Failures are counted in the database, so every web process sees the same
