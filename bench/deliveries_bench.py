@@ -82,6 +82,7 @@ class Result:
     p50_ms: float | None = None
     p95_ms: float | None = None
     p99_ms: float | None = None
+    peak_in_flight: int | None = None  # most requests the receiver held at once
     rss_mb: float | None = None  # peak resident memory of the largest dispatcher
     load: str = ""  # 1/5/15 min load average when the scenario ended
     notes: list[str] = field(default_factory=list)
@@ -112,6 +113,9 @@ class ReceiverProcess:
 
     def reset(self) -> None:
         requests.post(f"{self.base}/_reset", timeout=10)
+
+    def peak(self) -> int:
+        return requests.get(f"{self.base}/_peak", timeout=10).json()
 
     def dump(self) -> list[tuple[str, str, float]]:
         return [tuple(x) for x in requests.get(f"{self.base}/_dump", timeout=30).json()]
@@ -412,6 +416,7 @@ def run_backlog(
         notes.append(f"statuses {statuses}")
     result.notes += notes
     result.rss_mb, result.load = rss.result(), load_now()
+    result.peak_in_flight = receiver.peak()
     return result
 
 
@@ -459,6 +464,7 @@ def run_steady(
     )
     result.notes += notes
     result.rss_mb, result.load = rss.result(), load_now()
+    result.peak_in_flight = receiver.peak()
     return result
 
 
@@ -481,6 +487,7 @@ def run_ceiling(
         created=None,
     )
     result.load = load_now()
+    result.peak_in_flight = receiver.peak()
     return result
 
 
@@ -528,15 +535,15 @@ def table(results: list[Result]) -> str:
         return "-" if v is None else f"{v:.0f}"
 
     lines = [
-        "| scenario | kind | deliveries | received | dups | deliveries/s | wall s | p50 ms | p95 ms | p99 ms | peak RSS MB | load | notes |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|",
+        "| scenario | kind | deliveries | received | dups | deliveries/s | wall s | p50 ms | p95 ms | p99 ms | peak in flight | peak RSS MB | load | notes |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|",
     ]
     for r in results:
         rss = "-" if r.rss_mb is None else f"{r.rss_mb:.0f}"
         lines.append(
             f"| {r.name} | {r.kind} | {r.deliveries} | {r.received} | {r.duplicates} | "
             f"{r.rate:.0f} | {r.wall:.1f} | {ms(r.p50_ms)} | {ms(r.p95_ms)} | {ms(r.p99_ms)} | "
-            f"{rss} | {r.load} | {'; '.join(r.notes)} |"
+            f"{r.peak_in_flight} | {rss} | {r.load} | {'; '.join(r.notes)} |"
         )
     return "\n".join(lines)
 

@@ -12,7 +12,8 @@ of three kinds:
 
 It records the wall-clock receipt time of each (path, webhook-id), taken when
 the request has fully arrived, before the delay. The bench reads the record
-with GET /_dump and clears it with POST /_reset.
+with GET /_dump and clears it with POST /_reset; GET /_peak is the most
+requests it held at once since then (what the sender had in flight).
 
     python bench/receiver.py --port 0 --mix   # prints "port N" first
 """
@@ -52,26 +53,41 @@ def mix_mean() -> float:
 
 def app_make(*, delay: float, mix: bool) -> web.Application:
     received: list[tuple[str, str, float]] = []
+    # Requests being answered now, and the most at once since the last reset:
+    # how many the sender under test really had in flight.
+    in_flight = {"now": 0, "peak": 0}
 
     async def reset(request: web.Request) -> web.Response:
         received.clear()
+        in_flight["peak"] = in_flight["now"]
         return web.Response(body=b"{}")
 
     async def dump(request: web.Request) -> web.Response:
         return web.Response(body=json.dumps(received).encode())
 
+    async def peak(request: web.Request) -> web.Response:
+        return web.Response(body=json.dumps(in_flight["peak"]).encode())
+
     async def hook(request: web.Request) -> web.Response:
-        await request.read()
-        wid = request.headers.get("webhook-id", "")
+        body = await request.read()
+        # django-webhook (the peer, bench/peer/) sends no per-message id: its
+        # body, which holds the object and the endpoint's uuid, stands in.
+        wid = request.headers.get("webhook-id") or hashlib.sha256(body).hexdigest()
         received.append((request.path, wid, time.time()))
         wait = mix_delay(wid) if mix else delay
-        if wait:
-            await asyncio.sleep(wait)  # the receiver under test, not a wait
+        in_flight["now"] += 1
+        in_flight["peak"] = max(in_flight["peak"], in_flight["now"])
+        try:
+            if wait:
+                await asyncio.sleep(wait)  # the receiver under test, not a wait
+        finally:
+            in_flight["now"] -= 1
         return web.Response(body=REPLY)
 
     app = web.Application(client_max_size=4 * 1024 * 1024)
     app.router.add_post("/_reset", reset)
     app.router.add_get("/_dump", dump)
+    app.router.add_get("/_peak", peak)
     app.router.add_post("/{tail:.*}", hook)
     return app
 
