@@ -95,6 +95,19 @@ class Delivery(models.Model):
                 condition=Q(status__in=["pending", "delivering"]),
                 name="delivery_due_idx",
             ),
+            # The fair claim walks each endpoint's due rows oldest first, so a
+            # million rows behind one endpoint cost it no more than ten.
+            models.Index(
+                fields=["endpoint", "next_attempt_at"],
+                condition=Q(status__in=["pending", "delivering"]),
+                name="delivery_endpoint_due_idx",
+            ),
+            # max_in_flight: an endpoint's live claims, counted at each claim.
+            models.Index(
+                fields=["endpoint", "claimed_until"],
+                condition=Q(status="delivering"),
+                name="delivery_endpoint_inflight_idx",
+            ),
             models.Index(fields=["endpoint", "status", "created_at"]),
             models.Index(fields=["status", "created_at"]),
             models.Index(

@@ -141,6 +141,7 @@ class EndpointAdmin(EndpointActions, admin.ModelAdmin):
         "disabled_at",
         "max_attempts",
         "rate_limit_per_second",
+        "max_in_flight",
         "created_at",
         "updated_at",
         "health_summary",

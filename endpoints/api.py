@@ -92,7 +92,7 @@ def endpoint_update(
     request: HttpRequest, slug: str, endpoint_id: str, payload: EndpointPatch
 ):
     """Change only the fields sent; null clears max_attempts, rate_limit_per_second,
-    filter and headers."""
+    max_in_flight (back to the relay default), filter and headers."""
     endpoint = visible_endpoint(request, slug, endpoint_id)
     changes = payload.dict(exclude_unset=True)
     for field in ("url", "description", "event_types", "is_active"):

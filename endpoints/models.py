@@ -74,6 +74,9 @@ class Endpoint(models.Model):
     filter = models.JSONField(null=True, blank=True)
     # {"name": "value"} sent with every request (endpoints/custom_headers.py).
     headers = models.JSONField(default=dict, blank=True)
+    # Sends at once across all dispatchers (claimed rows with a live lease);
+    # None means the ENDPOINT_MAX_IN_FLIGHT setting.
+    max_in_flight = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -89,6 +92,10 @@ class Endpoint(models.Model):
             models.CheckConstraint(
                 condition=Q(max_attempts__isnull=True) | Q(max_attempts__gte=1),
                 name="endpoint_max_attempts_positive",
+            ),
+            models.CheckConstraint(
+                condition=Q(max_in_flight__isnull=True) | Q(max_in_flight__gte=1),
+                name="endpoint_max_in_flight_positive",
             ),
         ]
 

@@ -48,6 +48,7 @@ CustomHeaders = Annotated[
     ),
 ]
 RateLimit = Annotated[float, Field(gt=0, le=10000)]
+MaxInFlight = Annotated[int, Field(ge=1, le=1000)]
 
 
 class MerchantIn(Schema):
@@ -70,6 +71,7 @@ class EndpointIn(Schema):
     rate_limit_per_second: RateLimit | None = None
     filter: PayloadFilter | None = None
     headers: CustomHeaders | None = None
+    max_in_flight: MaxInFlight | None = None
 
 
 class EndpointPatch(Schema):
@@ -80,6 +82,7 @@ class EndpointPatch(Schema):
     rate_limit_per_second: RateLimit | None = None
     filter: PayloadFilter | None = None
     headers: CustomHeaders | None = None
+    max_in_flight: MaxInFlight | None = None
     is_active: bool | None = None
 
 
@@ -95,6 +98,7 @@ class EndpointOut(Schema):
     rate_limit_per_second: float | None
     filter: dict[str, Any] | None
     headers: dict[str, str]
+    max_in_flight: int | None
     breaker_state: str
     created_at: datetime
     updated_at: datetime

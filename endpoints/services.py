@@ -31,6 +31,7 @@ from relayproject import rowsql
 from relayproject.clock import utcnow
 
 _UNSET = object()
+MAX_IN_FLIGHT_LIMIT = 1000  # sends at once to one endpoint, across all dispatchers
 
 
 def merchant_create(*, slug: str, name: str) -> Merchant:
@@ -58,6 +59,7 @@ def _clean_fields(
     rate_limit_per_second: float | None,
     filter: object = None,
     headers: object = None,
+    max_in_flight: int | None = None,
 ) -> dict[str, list[str]]:
     errors: dict[str, list[str]] = {}
     if problems := filter_errors(filter):
@@ -86,6 +88,8 @@ def _clean_fields(
         errors["max_attempts"] = ["Must be between 1 and 100."]
     if rate_limit_per_second is not None and not 0 < rate_limit_per_second <= 10000:
         errors["rate_limit_per_second"] = ["Must be above 0 and at most 10000."]
+    if max_in_flight is not None and not 1 <= max_in_flight <= MAX_IN_FLIGHT_LIMIT:
+        errors["max_in_flight"] = [f"Must be between 1 and {MAX_IN_FLIGHT_LIMIT}."]
     return errors
 
 
@@ -99,6 +103,7 @@ def endpoint_create(
     rate_limit_per_second: float | None = None,
     filter: dict | None = None,
     headers: dict[str, str] | None = None,
+    max_in_flight: int | None = None,
     now: datetime | None = None,
 ) -> Endpoint:
     """Create an endpoint with its first signing secret and a closed breaker."""
@@ -110,6 +115,7 @@ def endpoint_create(
         rate_limit_per_second=rate_limit_per_second,
         filter=filter,
         headers=headers,
+        max_in_flight=max_in_flight,
     )
     if len(description) > 500:
         errors["description"] = ["At most 500 characters."]
@@ -125,6 +131,7 @@ def endpoint_create(
             rate_limit_per_second=rate_limit_per_second,
             filter=filter or None,
             headers=headers or {},
+            max_in_flight=max_in_flight,
         )
         EndpointSecret.objects.create(
             endpoint=endpoint, secret=generate_secret(), created_at=now
@@ -147,6 +154,7 @@ def endpoint_update(
     rate_limit_per_second=_UNSET,
     filter=_UNSET,
     headers=_UNSET,
+    max_in_flight=_UNSET,
     is_active=_UNSET,
     now: datetime | None = None,
 ) -> Endpoint:
@@ -160,6 +168,7 @@ def endpoint_update(
         else rate_limit_per_second,
         filter=None if filter is _UNSET else filter,
         headers=None if headers is _UNSET else headers,
+        max_in_flight=None if max_in_flight is _UNSET else max_in_flight,
     )
     if description is not _UNSET and len(description or "") > 500:
         errors["description"] = ["At most 500 characters."]
@@ -175,6 +184,7 @@ def endpoint_update(
         "rate_limit_per_second": rate_limit_per_second,
         "filter": (filter or None) if filter is not _UNSET else _UNSET,
         "headers": (headers or {}) if headers is not _UNSET else _UNSET,
+        "max_in_flight": max_in_flight,
     }
     for field, value in changes.items():
         if value is not _UNSET:

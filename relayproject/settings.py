@@ -5,7 +5,6 @@ Names and defaults follow ../shared/CONTRACT.md section 2.
 
 from __future__ import annotations
 
-import math
 import os
 import re
 import socket
@@ -215,13 +214,18 @@ LOGGING["loggers"]["axes.apps"] = {"level": "WARNING"}  # not its banner per com
 BATCH_SIZE = env.int("BATCH_SIZE", default=50)
 HTTP_TIMEOUT_SECONDS = env.float("HTTP_TIMEOUT_SECONDS", default=10)
 DISPATCHER_CONCURRENCY = env.int("DISPATCHER_CONCURRENCY", default=8)
-# Long enough for a whole batch to time out at the configured concurrency,
-# plus a minute of slack, so a healthy worker never loses its lease.
-CLAIM_LEASE_SECONDS_FROM_ENV = "CLAIM_LEASE_SECONDS" in os.environ
-CLAIM_LEASE_SECONDS = env.float(
-    "CLAIM_LEASE_SECONDS",
-    default=math.ceil(BATCH_SIZE / DISPATCHER_CONCURRENCY) * HTTP_TIMEOUT_SECONDS + 60,
+# None: derived from the batch, concurrency, timeout and breaker threshold in
+# force when the dispatcher starts (deliveries/dispatch/lease.py says how).
+CLAIM_LEASE_SECONDS = env.float("CLAIM_LEASE_SECONDS", default=None)
+# Sends at once to one endpoint across all dispatchers, unless it sets its own.
+ENDPOINT_MAX_IN_FLIGHT = env.int("ENDPOINT_MAX_IN_FLIGHT", default=32)
+# Dispatcher database sessions: a dispatcher frozen mid-transaction (SIGSTOP,
+# a full log pipe, a debugger) loses its session and locks after this long,
+# and never waits longer than this for another's lock.
+DB_IDLE_IN_TRANSACTION_TIMEOUT_SECONDS = env.float(
+    "DB_IDLE_IN_TRANSACTION_TIMEOUT_SECONDS", default=5
 )
+DB_LOCK_TIMEOUT_SECONDS = env.float("DB_LOCK_TIMEOUT_SECONDS", default=3)
 WORKER_ID = env("WORKER_ID", default=f"{socket.gethostname()}-{os.getpid()}")
 POLL_INTERVAL_SECONDS = env.float("POLL_INTERVAL_SECONDS", default=0.5)
 MAX_ATTEMPTS = env.int("MAX_ATTEMPTS", default=10)

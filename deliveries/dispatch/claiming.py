@@ -13,16 +13,21 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import F, Q
+from django.db import connection, transaction
+from django.db.models import Count, F, OuterRef, Q, Subquery
+from django.db.models.functions import Coalesce
 
 from deliveries.dispatch.errors import LEASE_EXPIRED
+from deliveries.dispatch.shares import fair_shares
 from deliveries.models import Attempt, Delivery
-from endpoints.models import EndpointHealth
+from endpoints.models import Endpoint, EndpointHealth
 
 logger = logging.getLogger(__name__)
 
 DUE_STATUSES = (Delivery.Status.PENDING, Delivery.Status.DELIVERING)
+# pg_try_advisory_xact_lock(ENDPOINT_LOCK_SPACE, hashtext(endpoint id)): the
+# two-key form, so it never meets the one-key locks used elsewhere ("relay").
+ENDPOINT_LOCK_SPACE = 0x7265
 _CLAIM_FIELDS = (
     "id",
     "status",
@@ -43,34 +48,165 @@ class Claim:
     probe_ids: set[str] = field(default_factory=set)
     reclaimed: int = 0
     dead_on_reclaim: int = 0
+    # Endpoints skipped because another claim was counting them: not dry.
+    contended: int = 0
+    # Leases found expired, logged after commit (never inside the transaction).
+    lost: list[dict] = field(default_factory=list)
 
 
 def claim_batch(
     *, worker_id: str, now: datetime, lease_seconds: float, limit: int
 ) -> Claim:
-    """Claim up to `limit` due deliveries of active endpoints with a closed breaker."""
+    """Claim up to `limit` due deliveries of active endpoints with a closed breaker,
+    shared fairly among those endpoints, none past its max_in_flight.
+
+    Four statements in one short transaction: which endpoints have due work,
+    which of them no other claim is counting right now (a transaction-level
+    advisory lock each, tried, never waited for), how many live claims each
+    has, then each endpoint's own oldest due rows, SKIP LOCKED.
+    """
     claim = Claim(lease_until=now + timedelta(seconds=lease_seconds))
     if limit <= 0:
         return claim
     with transaction.atomic():
-        rows = list(
-            Delivery.objects.select_for_update(skip_locked=True, of=("self",))
-            # Due pending rows and expired leases alike: while delivering,
-            # next_attempt_at is the lease end (see Delivery.next_attempt_at).
-            .filter(status__in=DUE_STATUSES, next_attempt_at__lte=now)
-            # Disabled endpoints and open breakers hold their rows back
-            # without spending attempts; the join keeps them out of the batch.
-            .filter(endpoint__is_active=True)
-            .filter(
-                Q(endpoint__health__breaker_state=EndpointHealth.State.CLOSED)
-                | Q(endpoint__health__isnull=True)  # made outside the services
-            )
-            # Oldest due first, so nothing starves behind newer work.
-            .order_by("next_attempt_at")
-            .values(*_CLAIM_FIELDS)[:limit]
+        due = _endpoints_with_due_work(now=now, limit=limit)
+        counting = _endpoints_to_count(list(due))
+        claim.contended = len(due) - len(counting)
+        live = _live_claims(counting, now=now)
+        shares = fair_shares(
+            limit=limit,
+            rooms=[(e, due[e][0] - live.get(e, 0)) for e in counting],
+        )
+        rows = _due_rows_locked(
+            shares, max_attempts={e: due[e][1] for e in shares}, now=now
         )
         _take(rows, claim=claim, worker_id=worker_id, now=now)
+    log_claim(claim)
     return claim
+
+
+def _endpoints_with_due_work(*, now: datetime, limit: int) -> dict[str, tuple]:
+    """Up to `limit` endpoints that could take a row now, oldest due first:
+    endpoint -> (max_in_flight, max_attempts).
+
+    Per endpoint, one probe of delivery_endpoint_due_idx finds its oldest due
+    row and one of delivery_endpoint_inflight_idx counts its live claims, so
+    the cost follows the number of endpoints, not the rows behind them. The
+    live count here only skips full endpoints; it is counted again under the
+    endpoint's lock before anything is taken.
+    """
+    due_rows = Delivery.objects.filter(
+        endpoint_id=OuterRef("pk"),
+        # Due pending rows and expired leases alike: while delivering,
+        # next_attempt_at is the lease end (see Delivery.next_attempt_at).
+        status__in=DUE_STATUSES,
+        next_attempt_at__lte=now,
+    ).order_by("next_attempt_at")
+    live = (
+        Delivery.objects.filter(
+            endpoint_id=OuterRef("pk"),
+            status=Delivery.Status.DELIVERING,
+            claimed_until__gt=now,
+        )
+        .order_by()
+        .values("endpoint_id")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    rows = (
+        # Disabled endpoints and open breakers hold their rows back without
+        # spending attempts.
+        Endpoint.objects.filter(is_active=True)
+        .filter(
+            Q(health__breaker_state=EndpointHealth.State.CLOSED)
+            | Q(health__isnull=True)  # made outside the services
+        )
+        .annotate(
+            oldest_due=Subquery(due_rows.values("next_attempt_at")[:1]),
+            cap=Coalesce("max_in_flight", settings.ENDPOINT_MAX_IN_FLIGHT),
+            live=Coalesce(Subquery(live), 0),
+        )
+        .filter(oldest_due__isnull=False, live__lt=F("cap"))
+        # Oldest due first, so no endpoint starves behind newer work.
+        .order_by("oldest_due", "pk")
+        .values_list("pk", "cap", "max_attempts")[:limit]
+    )
+    return {pk: (cap, max_attempts) for pk, cap, max_attempts in rows}
+
+
+def _endpoints_to_count(endpoint_ids: list[str]) -> list[str]:
+    """The endpoints this claim may count and take from: on PostgreSQL those whose
+    advisory lock it gets, so two claims never count the same endpoint's live
+    claims at once (max_in_flight holds across dispatchers). The lock is held
+    to commit; an endpoint another claim holds is skipped, not waited for."""
+    if connection.vendor != "postgresql" or not endpoint_ids:
+        return endpoint_ids  # SQLite: one dispatcher, one writer at a time
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT e.id FROM unnest(%s::text[]) WITH ORDINALITY AS e(id, n) "
+            "WHERE pg_try_advisory_xact_lock(%s, hashtext(e.id)) ORDER BY e.n",
+            [endpoint_ids, ENDPOINT_LOCK_SPACE],
+        )
+        return [row[0] for row in cursor.fetchall()]
+
+
+def _live_claims(endpoint_ids: list[str], *, now: datetime) -> dict[str, int]:
+    """Delivering rows with a live lease per endpoint: sends in flight or queued."""
+    if not endpoint_ids:
+        return {}
+    return dict(
+        Delivery.objects.filter(
+            endpoint_id__in=endpoint_ids,
+            status=Delivery.Status.DELIVERING,
+            claimed_until__gt=now,
+        )
+        .order_by()
+        .values("endpoint_id")
+        .annotate(n=Count("pk"))
+        .values_list("endpoint_id", "n")
+    )
+
+
+def _due_rows_locked(
+    shares: dict[str, int], *, max_attempts: dict[str, int | None], now: datetime
+) -> list[dict]:
+    """Each endpoint's oldest due rows, up to its share, locked SKIP LOCKED."""
+    if not shares:
+        return []
+    if connection.vendor == "postgresql":
+        # One statement: a LATERAL index scan per endpoint, LIMIT its share.
+        table = Delivery._meta.db_table
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT d.id, d.status, d.claimed_by, d.attempt_count, "
+                "d.budget_start, d.endpoint_id "
+                "FROM unnest(%s::text[], %s::int[]) AS q(endpoint_id, share) "
+                f"CROSS JOIN LATERAL (SELECT * FROM {table} AS x "
+                "WHERE x.endpoint_id = q.endpoint_id "
+                "AND x.status IN ('pending', 'delivering') "
+                "AND x.next_attempt_at <= %s "
+                "ORDER BY x.next_attempt_at LIMIT q.share "
+                "FOR UPDATE SKIP LOCKED) AS d",
+                [list(shares), list(shares.values()), now],
+            )
+            names = [c.name for c in cursor.description]
+            rows = [dict(zip(names, r, strict=True)) for r in cursor.fetchall()]
+    else:
+        rows = [
+            row
+            for endpoint_id, share in shares.items()
+            for row in Delivery.objects.select_for_update(skip_locked=True)
+            .filter(
+                endpoint_id=endpoint_id,
+                status__in=DUE_STATUSES,
+                next_attempt_at__lte=now,
+            )
+            .order_by("next_attempt_at")
+            .values(*_CLAIM_FIELDS[:-1])[:share]
+        ]
+    for row in rows:
+        row["endpoint__max_attempts"] = max_attempts[row["endpoint_id"]]
+    return rows
 
 
 def claim_probes(*, worker_id: str, now: datetime, lease_seconds: float) -> Claim:
@@ -125,6 +261,7 @@ def claim_probes(*, worker_id: str, now: datetime, lease_seconds: float) -> Clai
                     next_probe_at=now,
                     probe_delivery_id="",
                 )
+    log_claim(claim)
     return claim
 
 
@@ -141,20 +278,14 @@ def _take(
         max_attempts = row["endpoint__max_attempts"] or settings.MAX_ATTEMPTS
         used = row["attempt_count"] + 1 - row["budget_start"]
         out_of_attempts = used >= max_attempts
-        logger.warning(
-            "reclaimed delivery=%s endpoint=%s lost_by=%s",
-            row["id"],
-            row["endpoint_id"],
-            row["claimed_by"],
-        )
-        # The same line every other attempt gets, so one grep shows them all.
-        logger.info(
-            "attempt delivery=%s endpoint=%s number=%d outcome=%s status=- ms=- error=%s",
-            row["id"],
-            row["endpoint_id"],
-            row["attempt_count"] + 1,
-            "dead" if out_of_attempts else "retry",
-            LEASE_EXPIRED,
+        claim.lost.append(
+            {
+                "id": row["id"],
+                "endpoint_id": row["endpoint_id"],
+                "claimed_by": row["claimed_by"],
+                "number": row["attempt_count"] + 1,
+                "dead": out_of_attempts,
+            }
         )
         (exhausted if out_of_attempts else resend).append(row["id"])
         lost_attempts.append(
@@ -198,6 +329,27 @@ def _take(
     claim.reclaimed += len(expired)
     claim.dead_on_reclaim += len(exhausted)
     return taken
+
+
+def log_claim(claim: Claim) -> None:
+    """Log the leases a committed claim found expired; never inside its transaction."""
+    for lost in claim.lost:
+        logger.warning(
+            "reclaimed delivery=%s endpoint=%s lost_by=%s",
+            lost["id"],
+            lost["endpoint_id"],
+            lost["claimed_by"],
+        )
+        # The same line every other attempt gets, so one grep shows them all.
+        logger.info(
+            "attempt delivery=%s endpoint=%s number=%d outcome=%s status=- ms=- error=%s",
+            lost["id"],
+            lost["endpoint_id"],
+            lost["number"],
+            "dead" if lost["dead"] else "retry",
+            LEASE_EXPIRED,
+        )
+    claim.lost = []
 
 
 def release(

@@ -107,7 +107,7 @@ class Dispatcher:
 
     def run_once(self) -> int:
         """Claim one batch, send it, record every outcome. Returns rows handled."""
-        handled = self._claim()
+        handled = self._with_db_retry(self._claim) or 0
         try:
             while self._inflight or (self._queue and not self.stopping):
                 self._submit_ready()
@@ -190,7 +190,7 @@ class Dispatcher:
     # -- claiming ----------------------------------------------------------
 
     def _claim(self) -> int:
-        """Claim probes and a batch into the queue; rows handled."""
+        """Claim probes and a batch into the queue; rows handled (0: nothing due)."""
         now = self.clock.now()
         probes = claiming.claim_probes(
             worker_id=self.worker_id, now=now, lease_seconds=self.lease_seconds
@@ -202,6 +202,8 @@ class Dispatcher:
             limit=self.batch_size - len(probes.delivery_ids),
         )
         handled = self._count_reclaimed(probes, batch)
+        # Endpoints another claim was counting were skipped, not empty: not dry.
+        handled += batch.contended
         for claim in (probes, batch):
             if not claim.delivery_ids:
                 continue

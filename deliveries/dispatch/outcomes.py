@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 
 from deliveries import retry
 from deliveries.dispatch import counters, errors
@@ -50,48 +51,48 @@ class Recorded:
     opened: dict[str, datetime] = field(default_factory=dict)
 
 
+SUCCESS_MARK_SECONDS = 1.0  # last_success_at of a healthy endpoint, at most this often
+
+
 def outcomes_record(
     *, sent: list[Sent], worker_id: str, now: datetime, rand: random.Random
 ) -> Recorded:
+    """Record a flush in one transaction that runs SQL only; log after commit."""
     recorded = Recorded()
     if not sent:
         return recorded
+    verdicts = {item.delivery_id: _verdict(item) for item in sent}
     with transaction.atomic():
-        # Health rows are locked in primary-key order so two dispatchers
-        # recording for the same endpoints cannot deadlock.
-        endpoint_ids = sorted({s.endpoint_id for s in sent})
-        healths = _health_rows_locked(endpoint_ids)
+        healths = _health_rows_locked(_endpoints_to_lock(sent))
         attempts: list[Attempt] = []
         gone: set[str] = set()
-        verdicts = {item.delivery_id: _verdict(item) for item in sent}
         updated = _update_deliveries(
             [(item, verdicts[item.delivery_id]) for item in sent],
             worker_id=worker_id,
             now=now,
             rand=rand,
         )
+        healthy_successes: set[str] = set()
         for item in sent:
             verdict = verdicts[item.delivery_id]
             if item.delivery_id not in updated:
                 recorded.fenced.append(item.delivery_id)
-                logger.warning(
-                    "fenced delivery=%s: lease taken over, outcome dropped",
-                    item.delivery_id,
-                )
                 continue
             attempts.append(_attempt_row(item, verdict, worker_id=worker_id))
             health = healths.get(item.endpoint_id)
             if health is not None:
                 _apply_breaker(health, item, now=now)
+            else:
+                healthy_successes.add(item.endpoint_id)
             if verdict == retry.Verdict.GONE:
                 gone.add(item.endpoint_id)
             _count(recorded.tally, item, verdict)
-            _log(item, verdict)
         Attempt.objects.bulk_create(attempts)
         for health in healths.values():
             health.save(update_fields=_HEALTH_FIELDS)
             if health.breaker_state != EndpointHealth.State.CLOSED:
                 recorded.opened[health.pk] = health.next_probe_at or now
+        _mark_successes(healthy_successes, now=now)
         if gone:
             Endpoint.objects.filter(pk__in=gone, is_active=True).update(
                 is_active=False,
@@ -99,7 +100,50 @@ def outcomes_record(
                 disabled_at=now,
             )
         counters.counters_add(shard=worker_id, tally=recorded.tally)
+    for item in sent:
+        if item.delivery_id in recorded.fenced:
+            logger.warning(
+                "fenced delivery=%s: lease taken over, outcome dropped",
+                item.delivery_id,
+            )
+        else:
+            _log(item, verdicts[item.delivery_id])
     return recorded
+
+
+def _endpoints_to_lock(sent: list[Sent]) -> list[str]:
+    """Endpoints whose health row this flush must lock and rewrite, in key order.
+
+    A success on an endpoint whose breaker is closed with no failures counted
+    changes nothing but last_success_at, so that row is read, not locked: hot
+    endpoints do not serialise the dispatchers recording for them. Failures,
+    probes and any breaker not at rest take the lock (the counters stay exact).
+    """
+    endpoint_ids = {s.endpoint_id for s in sent}
+    eventful = {
+        s.endpoint_id
+        for s in sent
+        if s.is_probe or not 200 <= (s.result.status_code or 0) < 300
+    }
+    at_rest = set(
+        EndpointHealth.objects.filter(
+            pk__in=endpoint_ids - eventful,
+            breaker_state=EndpointHealth.State.CLOSED,
+            consecutive_failures=0,
+        ).values_list("pk", flat=True)
+    )
+    # Primary-key order, so two dispatchers locking the same rows cannot deadlock.
+    return sorted(endpoint_ids - at_rest)
+
+
+def _mark_successes(endpoint_ids: set[str], *, now: datetime) -> None:
+    """last_success_at of endpoints at rest, only where it is over a second old:
+    the condition keeps a hot endpoint's row from being rewritten per flush."""
+    if endpoint_ids:
+        EndpointHealth.objects.filter(pk__in=endpoint_ids).filter(
+            Q(last_success_at__isnull=True)
+            | Q(last_success_at__lt=now - timedelta(seconds=SUCCESS_MARK_SECONDS))
+        ).update(last_success_at=now)
 
 
 def _health_rows_locked(endpoint_ids: list[str]) -> dict[str, EndpointHealth]:

@@ -70,6 +70,11 @@ class EndpointForm(forms.Form):
         ),
         help_text="One 'Name: value' per line, up to 20; sent with every request.",
     )
+    max_in_flight = forms.IntegerField(
+        label="Max in flight",
+        required=False,
+        help_text="Requests sent at once to this endpoint. Empty: the relay default.",
+    )
 
     def __init__(self, *args, seen_types: list[str], **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -96,6 +101,7 @@ class EndpointForm(forms.Form):
             "rate_limit_per_second": endpoint.rate_limit_per_second,
             "filter": json.dumps(endpoint.filter, indent=2) if endpoint.filter else "",
             "headers": "\n".join(f"{k}: {v}" for k, v in endpoint.headers.items()),
+            "max_in_flight": endpoint.max_in_flight,
         }
 
     def clean_filter(self):
@@ -131,6 +137,7 @@ class EndpointForm(forms.Form):
             "rate_limit_per_second": data["rate_limit_per_second"],
             "filter": data["filter"],
             "headers": data["headers"],
+            "max_in_flight": data["max_in_flight"],
         }
 
     def add_service_errors(self, error: ValidationError) -> None:

@@ -58,11 +58,17 @@ def test_two_dispatchers_send_exactly_one_probe_to_a_half_open_endpoint(
     with transaction.atomic():
         EndpointHealth.objects.select_for_update().get()
         children = [
-            dispatchers.start("--once", f"--worker-id=probe-{n}") for n in range(2)
+            # The test holds the lock longer than a dispatcher waits by default.
+            dispatchers.start(
+                "--once",
+                f"--worker-id=probe-{n}",
+                env={"DB_LOCK_TIMEOUT_SECONDS": "60"},
+            )
+            for n in range(2)
         ]
         wait_until(
             lambda: waiting_on_locks() == 2,
-            timeout=15,
+            timeout=60,  # two children starting on a loaded machine
             what="both dispatchers to wait for the health row",
         )
     wait_until(

@@ -33,7 +33,13 @@ def test_a_late_outcome_from_an_expired_lease_is_fenced_off(receiver, dispatcher
         return Reply(status=500)
 
     receiver.respond = stall_the_first_then_succeed
-    stalled = dispatchers.start("--once", "--lease-seconds=1", "--worker-id=stalled")
+    stalled = dispatchers.start(
+        "--once",
+        "--lease-seconds=1",
+        "--worker-id=stalled",
+        # Its send must outlast the new owner's start on a loaded machine.
+        env={"HTTP_TIMEOUT_SECONDS": "60"},
+    )
     assert first_arrived.wait(30)
     wait_until(
         lambda: Delivery.objects.filter(

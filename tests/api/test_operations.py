@@ -84,6 +84,32 @@ def test_endpoint_patch_changes_only_what_is_sent(any_key, merchant):
     assert body["description"] == "keep me"
 
 
+def test_max_in_flight_is_set_on_create_changed_by_patch_and_cleared_by_null(
+    any_key, merchant
+):
+    created = any_key.post(
+        "/merchants/acme/endpoints",
+        {"url": "http://127.0.0.1:9/hook", "max_in_flight": 4},
+    ).json()
+    assert created["max_in_flight"] == 4
+    path = f"/merchants/acme/endpoints/{created['id']}"
+    assert any_key.patch(path, {"max_in_flight": 64}).json()["max_in_flight"] == 64
+    assert any_key.patch(path, {"max_in_flight": None}).json()["max_in_flight"] is None
+
+
+@pytest.mark.parametrize("value", [0, 1001, "many"])
+def test_max_in_flight_out_of_range_is_a_422_naming_it(any_key, merchant, value):
+    endpoint = factories.endpoint(merchant)
+    response = any_key.patch(
+        f"/merchants/acme/endpoints/{endpoint.pk}", {"max_in_flight": value}
+    )
+    assert response.status_code == 422
+    assert response.headers["Content-Type"] == "application/problem+json"
+    assert [e["loc"] for e in response.json()["errors"]] == [["body", "max_in_flight"]]
+    endpoint.refresh_from_db()
+    assert endpoint.max_in_flight is None
+
+
 def test_endpoint_delete(any_key, merchant):
     endpoint = factories.endpoint(merchant)
     response = any_key.delete(f"/merchants/acme/endpoints/{endpoint.pk}")

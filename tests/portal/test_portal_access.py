@@ -40,6 +40,7 @@ def snapshot() -> tuple:
                 "is_active",
                 "max_attempts",
                 "rate_limit_per_second",
+                "max_in_flight",
             )
         ),
         list(EndpointSecret.objects.order_by("pk").values_list("pk", "expires_at")),

@@ -17,6 +17,7 @@ VALID = {
     "event_types": "",
     "max_attempts": "",
     "rate_limit_per_second": "",
+    "max_in_flight": "",
 }
 
 INVALID = [
@@ -27,6 +28,8 @@ INVALID = [
     ("max_attempts", "0", "Must be between 1 and 100."),
     ("max_attempts", "many", "Enter a whole number."),
     ("rate_limit_per_second", "0", "Must be above 0 and at most 10000."),
+    ("max_in_flight", "0", "Must be between 1 and 1000."),
+    ("max_in_flight", "lots", "Enter a whole number."),
     ("description", "x" * 501, "at most 500 characters"),
 ]
 

@@ -96,43 +96,100 @@ def wait_until_blocked_on_lock(pid: int) -> None:
     raise AssertionError(f"backend {pid} never waited for a lock")
 
 
-def test_a_second_claimer_skips_the_rows_locked_by_an_open_claim():
+def test_a_claimer_skips_rows_another_transaction_has_locked():
     ids = publish(8)
-    now = utcnow()
     locked = threading.Event()
     finish = threading.Event()
 
-    def worker_a() -> claiming.Claim:
-        # claim_batch's own query, its transaction held open around it: the
-        # inner atomic becomes a savepoint and the row locks stay until commit.
+    def recorder() -> list[str]:
+        # A recorder (or a probe claim) holding five of the rows.
+        from django.db import transaction
+
+        with transaction.atomic():
+            held = list(
+                Delivery.objects.select_for_update()
+                .order_by("next_attempt_at", "id")
+                .values_list("id", flat=True)[:5]
+            )
+            locked.set()
+            assert finish.wait(WAIT)
+        return held
+
+    a = InThread(recorder)
+    assert locked.wait(WAIT)
+    try:
+        with lock_timeout(2000):
+            b = claiming.claim_batch(
+                worker_id="B", now=utcnow(), lease_seconds=LEASE, limit=8
+            )
+    finally:
+        finish.set()
+    held = a.join()
+
+    assert len(b.delivery_ids) == 3
+    assert set(held).isdisjoint(b.delivery_ids)
+    assert set(held) | set(b.delivery_ids) == set(ids)
+
+
+def claim_held_open(name: str, *, limit: int, locked, finish) -> Callable:
+    def run() -> claiming.Claim:
+        # claim_batch inside an outer transaction: its atomic becomes a
+        # savepoint, so its locks and uncommitted claims stay until commit.
         from django.db import transaction
 
         with transaction.atomic():
             claim = claiming.claim_batch(
-                worker_id="A", now=now, lease_seconds=LEASE, limit=5
+                worker_id=name, now=utcnow(), lease_seconds=LEASE, limit=limit
             )
             locked.set()
             assert finish.wait(WAIT)
         return claim
 
-    a = InThread(worker_a)
+    return run
+
+
+def test_a_second_claim_skips_an_endpoint_another_claim_is_counting():
+    ids = publish(8)
+    locked, finish = threading.Event(), threading.Event()
+    a = InThread(claim_held_open("A", limit=5, locked=locked, finish=finish))
     assert locked.wait(WAIT)
     try:
-        with lock_timeout(2000):
-            b = claiming.claim_batch(
-                worker_id="B", now=now, lease_seconds=LEASE, limit=5
+        with lock_timeout(2000):  # a claim that waited would fail here
+            during = claiming.claim_batch(
+                worker_id="B", now=utcnow(), lease_seconds=LEASE, limit=5
             )
     finally:
         finish.set()
     a_claim = a.join()
+    after = claiming.claim_batch(
+        worker_id="B", now=utcnow(), lease_seconds=LEASE, limit=5
+    )
 
-    assert len(a_claim.delivery_ids) == 5
-    assert len(b.delivery_ids) == 3
-    assert set(a_claim.delivery_ids).isdisjoint(b.delivery_ids)
-    assert set(a_claim.delivery_ids) | set(b.delivery_ids) == set(ids)
-    owners = dict(Delivery.objects.values_list("id", "claimed_by"))
-    assert {owners[i] for i in a_claim.delivery_ids} == {"A"}
-    assert {owners[i] for i in b.delivery_ids} == {"B"}
+    assert (len(a_claim.delivery_ids), during.delivery_ids) == (5, [])
+    assert during.contended == 1
+    assert sorted(a_claim.delivery_ids + after.delivery_ids) == sorted(ids)
+
+
+def test_max_in_flight_holds_for_two_claims_made_at_the_same_moment():
+    # Without the endpoint's advisory lock, B would count A's claims before
+    # A commits, see none, and take four more: eight in flight.
+    endpoint = factories.endpoint(max_in_flight=4)
+    publish(12, endpoint=endpoint)
+    locked, finish = threading.Event(), threading.Event()
+    a = InThread(claim_held_open("A", limit=10, locked=locked, finish=finish))
+    assert locked.wait(WAIT)
+    b_locked = threading.Event()
+    b = InThread(claim_held_open("B", limit=10, locked=b_locked, finish=finish))
+    assert b_locked.wait(WAIT)  # B claimed while A's claim was still open
+    finish.set()
+    claims = [a.join(), b.join()]
+    later = claiming.claim_batch(
+        worker_id="C", now=utcnow(), lease_seconds=LEASE, limit=10
+    )
+
+    assert sum(len(c.delivery_ids) for c in claims) == 4
+    assert later.delivery_ids == []
+    assert Delivery.objects.filter(status="delivering").count() == 4
 
 
 def test_an_expired_lease_is_reclaimed_and_a_live_one_is_not():

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import signal
 
 from django.conf import settings
@@ -10,11 +9,13 @@ from django.core.management.base import BaseCommand
 
 from deliveries.dispatch.dispatcher import Dispatcher
 from deliveries.dispatch.heartbeat import Heartbeat
+from deliveries.dispatch.lease import default_lease_seconds
 from deliveries.dispatch.maintenance import (
     Maintenance,
     PartitionKeeper,
     StatsRefresher,
 )
+from deliveries.dispatch.session import limit_dispatcher_sessions
 from deliveries.dispatch.transport import Sender
 from deliveries.dispatch.wakeup import make_waker
 
@@ -36,15 +37,18 @@ class Command(BaseCommand):
     def handle(self, *args, **options) -> None:
         batch_size = max(1, options["batch_size"])
         concurrency = max(1, options["concurrency"])
-        lease = options["lease_seconds"]
-        if lease is None:
-            # The contract's default follows the effective batch and concurrency.
-            lease = (
-                settings.CLAIM_LEASE_SECONDS
-                if settings.CLAIM_LEASE_SECONDS_FROM_ENV
-                else math.ceil(batch_size / concurrency) * settings.HTTP_TIMEOUT_SECONDS
-                + 60
+        lease = (
+            options["lease_seconds"]
+            or settings.CLAIM_LEASE_SECONDS
+            or default_lease_seconds(
+                batch_size=batch_size,
+                concurrency=concurrency,
+                timeout=settings.HTTP_TIMEOUT_SECONDS,
+                breaker_threshold=settings.BREAKER_FAILURE_THRESHOLD,
             )
+        )
+        # Before the first query: every session of this process gets the limits.
+        limit_dispatcher_sessions()
         heartbeat = Heartbeat(worker_id=options["worker_id"])
         dispatcher = Dispatcher(
             worker_id=options["worker_id"],

@@ -1,0 +1,102 @@
+"""A claim shares its rows among endpoints with due work, none past max_in_flight."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import timedelta
+
+import pytest
+
+from deliveries.dispatch import claiming
+from deliveries.dispatch.shares import fair_shares
+from deliveries.models import Delivery
+from deliveries.services import EventInput, events_publish
+from tests import factories
+from tests.fakes import FakeClock
+
+LEASE = 30
+
+
+@pytest.mark.parametrize(
+    ("limit", "rooms", "shares"),
+    [
+        (10, [("a", 32), ("b", 32)], {"a": 5, "b": 5}),
+        (10, [("a", 32), ("b", 2)], {"a": 8, "b": 2}),
+        (3, [("a", 32), ("b", 32), ("c", 32), ("d", 32)], {"a": 1, "b": 1, "c": 1}),
+        (10, [("a", 0), ("b", 3)], {"b": 3}),
+        (0, [("a", 5)], {}),
+        (5, [], {}),
+    ],
+)
+def test_fair_shares_go_round_robin_oldest_first_within_each_room(limit, rooms, shares):
+    assert fair_shares(limit=limit, rooms=rooms) == shares
+
+
+def publish(endpoint, n: int, clock: FakeClock) -> None:
+    events_publish(
+        merchant=endpoint.merchant,
+        events=[EventInput("a", {"n": i}) for i in range(n)],
+        endpoint_ids=[endpoint.pk],
+        now=clock.now(),
+    )
+
+
+def claimed_per_endpoint(claim: claiming.Claim) -> Counter:
+    return Counter(
+        Delivery.objects.filter(pk__in=claim.delivery_ids).values_list(
+            "endpoint_id", flat=True
+        )
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.both_backends
+def test_a_backlog_behind_one_endpoint_does_not_fill_the_claim():
+    clock = FakeClock()
+    merchant = factories.merchant()
+    slow = factories.endpoint(merchant, url="http://127.0.0.1:9/slow")
+    quick = factories.endpoint(merchant, url="http://127.0.0.1:9/quick")
+    publish(slow, 60, clock)  # older
+    clock.advance(1)
+    publish(quick, 60, clock)
+
+    claim = claiming.claim_batch(
+        worker_id="w", now=clock.now(), lease_seconds=LEASE, limit=20
+    )
+
+    assert claimed_per_endpoint(claim) == {slow.pk: 10, quick.pk: 10}
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.both_backends
+def test_max_in_flight_counts_every_live_claim_and_frees_with_the_lease(settings):
+    settings.ENDPOINT_MAX_IN_FLIGHT = 5
+    clock = FakeClock()
+    merchant = factories.merchant()
+    default = factories.endpoint(merchant, url="http://127.0.0.1:9/default")
+    own = factories.endpoint(merchant, url="http://127.0.0.1:9/own", max_in_flight=2)
+    publish(default, 20, clock)
+    publish(own, 20, clock)
+
+    def claim(worker: str) -> Counter:
+        return claimed_per_endpoint(
+            claiming.claim_batch(
+                worker_id=worker, now=clock.now(), lease_seconds=LEASE, limit=50
+            )
+        )
+
+    assert claim("a") == {default.pk: 5, own.pk: 2}
+    assert claim("b") == {}  # a's claims are live: nothing left to give
+    claiming.release(
+        worker_id="a",
+        lease_until=Delivery.objects.filter(claimed_by="a").first().claimed_until,
+        delivery_ids=list(
+            Delivery.objects.filter(claimed_by="a", endpoint=own).values_list(
+                "pk", flat=True
+            )
+        ),
+        due_at=clock.now() + timedelta(hours=1),
+    )
+    assert claim("b") == {own.pk: 2}
+    clock.advance(LEASE + 1)  # every lease has run out: they count no more
+    assert claim("c") == {default.pk: 5, own.pk: 2}
