@@ -213,7 +213,7 @@ LOGGING["loggers"]["axes.apps"] = {"level": "WARNING"}  # not its banner per com
 # --- webhook-relay (CONTRACT.md section 2) ---------------------------------
 BATCH_SIZE = env.int("BATCH_SIZE", default=50)
 HTTP_TIMEOUT_SECONDS = env.float("HTTP_TIMEOUT_SECONDS", default=10)
-DISPATCHER_CONCURRENCY = env.int("DISPATCHER_CONCURRENCY", default=8)
+DISPATCHER_CONCURRENCY = env.int("DISPATCHER_CONCURRENCY", default=256)
 # None: derived from the batch, concurrency, timeout and breaker threshold in
 # force when the dispatcher starts (deliveries/dispatch/lease.py says how).
 CLAIM_LEASE_SECONDS = env.float("CLAIM_LEASE_SECONDS", default=None)

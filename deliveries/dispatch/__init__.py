@@ -2,11 +2,21 @@
 
 Read in this order:
 
-- ``dispatcher.py``  the loop: claim -> send -> record; ``run()``, ``stop()``.
-- ``claiming.py``    every locking query (SKIP LOCKED claims, leases, probes,
-                     release), and nothing else.
+- ``dispatcher.py``  the database thread: claim -> hand over -> record;
+                     ``run()``, ``stop()``.
+- ``returns.py``     its other half: outcomes recorded in batches, unsent rows
+                     given back, database outages ridden out.
+- ``sendloop.py``    the asyncio send loop on its own thread, up to
+                     ``concurrency`` sends in flight; no database.
+- ``lanes.py``       which queued job goes next: a lane per endpoint,
+                     round-robin, one at a time once an endpoint fails.
+- ``claiming.py``    every locking query (fair SKIP LOCKED claims under
+                     max_in_flight, leases, probes, release), nothing else.
+- ``shares.py``      how a claim's rows are shared among endpoints (pure).
+- ``lease.py``       how long a claim is held by default, and why.
+- ``session.py``     the dispatcher's database session limits.
 - ``jobs.py``        claimed rows -> Jobs: everything one send needs, read once.
-- ``gate.py``        whether a claimed job may be sent now (breakers seen open).
+- ``gate.py``        which endpoints are held back (breakers seen open).
 - ``transport.py``   one HTTP request -> SendResult (aiohttp); writes nothing.
 - ``resolver.py``    the destination policy at send time: resolve, check, pin.
 - ``errors.py``      the error kinds an attempt can end with.
@@ -16,4 +26,5 @@ Read in this order:
 - ``wakeup.py``      how an idle dispatcher waits (LISTEN/NOTIFY or a timer).
 - ``maintenance.py`` periodic work besides sending (endpoint statistics, day
                      partitions of the history tables made ahead).
+- ``heartbeat.py``   one row per dispatcher, touched every few seconds.
 """

@@ -25,6 +25,7 @@ class Job:
     budget_start: int
     max_attempts: int
     rate_limit_per_second: float | None
+    max_in_flight: int  # the endpoint's, or ENDPOINT_MAX_IN_FLIGHT
     is_probe: bool
     lease_until: datetime  # the claim's lease: the fence its outcome must match
     # The endpoint's custom headers; the relay's own headers are set over them.
@@ -55,6 +56,7 @@ def jobs_load(
             "endpoint__max_attempts",
             "endpoint__rate_limit_per_second",
             "endpoint__headers",
+            "endpoint__max_in_flight",
         )
         .order_by("next_attempt_at", "id")
     )
@@ -83,6 +85,8 @@ def jobs_load(
                 budget_start=row.budget_start,
                 max_attempts=row.endpoint.max_attempts or settings.MAX_ATTEMPTS,
                 rate_limit_per_second=row.endpoint.rate_limit_per_second,
+                max_in_flight=row.endpoint.max_in_flight
+                or settings.ENDPOINT_MAX_IN_FLIGHT,
                 is_probe=row.pk in probe_ids,
                 lease_until=lease_until,
                 headers=row.endpoint.headers or {},

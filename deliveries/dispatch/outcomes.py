@@ -49,6 +49,8 @@ class Recorded:
     tally: Tally = field(default_factory=Tally)
     # Endpoints whose breaker is open after this flush, with the next probe time.
     opened: dict[str, datetime] = field(default_factory=dict)
+    # Endpoints whose health row this flush locked and left closed.
+    closed: set[str] = field(default_factory=set)
 
 
 SUCCESS_MARK_SECONDS = 1.0  # last_success_at of a healthy endpoint, at most this often
@@ -92,6 +94,8 @@ def outcomes_record(
             health.save(update_fields=_HEALTH_FIELDS)
             if health.breaker_state != EndpointHealth.State.CLOSED:
                 recorded.opened[health.pk] = health.next_probe_at or now
+            else:
+                recorded.closed.add(health.pk)
         _mark_successes(healthy_successes, now=now)
         if gone:
             Endpoint.objects.filter(pk__in=gone, is_active=True).update(

@@ -141,3 +141,4 @@ def _merge(into: outcomes.Recorded, part: outcomes.Recorded) -> None:
     into.fenced += part.fenced
     into.tally.update(part.tally)
     into.opened.update(part.opened)
+    into.closed |= part.closed

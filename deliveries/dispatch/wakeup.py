@@ -1,9 +1,17 @@
-"""How an idle dispatcher waits: LISTEN/NOTIFY on PostgreSQL, a timer elsewhere."""
+"""How an idle dispatcher learns of new work at once: LISTEN/NOTIFY on PostgreSQL.
+
+Without a waker the dispatcher polls every POLL_INTERVAL_SECONDS. With one,
+a thread of its own LISTENs on an autocommit connection (never the ORM's)
+and calls wake() for each NOTIFY, which puts a message on the dispatcher's
+outbox; if the connection breaks it reconnects after a pause, and the
+dispatcher polls meanwhile.
+"""
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 
 from django.db import connection
 
@@ -11,72 +19,65 @@ from deliveries.services import NOTIFY_CHANNEL
 
 logger = logging.getLogger(__name__)
 
+RECONNECT_SECONDS = 1.0
+LISTEN_SLICE_SECONDS = 0.25  # how often the listening thread checks for close()
+
 
 class TimerWaker:
-    """Sleeps up to the timeout; stop() or notify() ends the sleep at once."""
+    """No wake-ups of its own: the dispatcher's poll interval does it."""
 
-    def __init__(self) -> None:
-        self._event = threading.Event()
-
-    def wait(self, timeout: float) -> None:
-        self._event.wait(timeout)
-        self._event.clear()
-
-    def notify(self) -> None:
-        self._event.set()
+    def start(self, wake: Callable[[], None]) -> None:
+        pass
 
     def close(self) -> None:
-        self._event.set()
+        pass
 
 
 class PostgresWaker(TimerWaker):
-    """Also wakes on NOTIFY relay_deliveries, sent when deliveries are committed.
-
-    It keeps its own autocommit connection; if that connection breaks the
-    waker falls back to the timer and reconnects on the next wait.
-    """
+    """Calls wake() on NOTIFY relay_deliveries, sent when deliveries are committed."""
 
     def __init__(self) -> None:
-        super().__init__()
-        self._conn = None
+        self._closed = threading.Event()
+        self.listening = threading.Event()  # set while subscribed
+        self._thread: threading.Thread | None = None
+        self._params: dict = {}
 
-    def _listen(self):
+    def start(self, wake: Callable[[], None]) -> None:
+        # Read here, on the dispatcher's thread: the listener shares no Django state.
+        params = connection.get_connection_params()
+        for name in ("cursor_factory", "context", "prepare_threshold"):
+            params.pop(name, None)
+        self._params = params
+        self._thread = threading.Thread(
+            target=self._listen, args=(wake,), name="listen", daemon=True
+        )
+        self._thread.start()
+
+    def _listen(self, wake: Callable[[], None]) -> None:
         import psycopg
 
-        if self._conn is None or self._conn.closed:
-            params = connection.get_connection_params()
-            params.pop("cursor_factory", None)
-            params.pop("context", None)
-            params.pop("prepare_threshold", None)
-            self._conn = psycopg.connect(**params, autocommit=True)
-            self._conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
-        return self._conn
-
-    def wait(self, timeout: float) -> None:
-        if self._event.is_set():
-            self._event.clear()
-            return
-        try:
-            conn = self._listen()
-            # Drain every pending notification: one wake-up is enough.
-            for _ in conn.notifies(timeout=timeout, stop_after=1):
-                break
-        except Exception as exc:  # noqa: BLE001 - the database may be restarting
-            logger.warning("listen failed (%s); polling instead", type(exc).__name__)
-            self._drop()
-            super().wait(timeout)
-
-    def _drop(self) -> None:
-        if self._conn is not None:
+        while not self._closed.is_set():
             try:
-                self._conn.close()
-            except Exception:  # noqa: BLE001
-                pass
-        self._conn = None
+                with psycopg.connect(**self._params, autocommit=True) as conn:
+                    conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+                    self.listening.set()
+                    while not self._closed.is_set():
+                        for _ in conn.notifies(timeout=LISTEN_SLICE_SECONDS):
+                            wake()
+            except Exception as exc:  # noqa: BLE001 - the database may be restarting
+                self.listening.clear()
+                if self._closed.is_set():
+                    return
+                logger.warning(
+                    "listen failed (%s); polling until it reconnects",
+                    type(exc).__name__,
+                )
+                self._closed.wait(RECONNECT_SECONDS)
 
     def close(self) -> None:
-        super().close()
-        self._drop()
+        self._closed.set()
+        if self._thread is not None:
+            self._thread.join(LISTEN_SLICE_SECONDS + 1)
 
 
 def make_waker() -> TimerWaker:

@@ -70,18 +70,12 @@ def test_publishing_inside_a_rolled_back_transaction_leaves_nothing():
 def test_a_commit_wakes_an_idle_dispatcher_through_notify():
     endpoint = factories.endpoint()
     waker = PostgresWaker()
-    waker._listen()  # subscribe before publishing, as a running dispatcher has
     woke = threading.Event()
-
-    def idle() -> None:
-        waker.wait(timeout=30)
-        woke.set()
-
-    thread = threading.Thread(target=idle)
+    waker.start(woke.set)
+    assert waker.listening.wait(10)  # subscribed, as a running dispatcher is
     started = time.monotonic()
-    thread.start()
     event_publish(merchant=endpoint.merchant, type="a", data={})
-    thread.join(timeout=35)
+    woke.wait(timeout=30)
     waker.close()
 
     assert woke.is_set()

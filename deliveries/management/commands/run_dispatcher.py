@@ -16,7 +16,7 @@ from deliveries.dispatch.maintenance import (
     StatsRefresher,
 )
 from deliveries.dispatch.session import limit_dispatcher_sessions
-from deliveries.dispatch.transport import Sender
+from deliveries.dispatch.transport import AsyncSender
 from deliveries.dispatch.wakeup import make_waker
 
 
@@ -52,7 +52,7 @@ class Command(BaseCommand):
         heartbeat = Heartbeat(worker_id=options["worker_id"])
         dispatcher = Dispatcher(
             worker_id=options["worker_id"],
-            sender=Sender(
+            sender=AsyncSender(
                 timeout=settings.HTTP_TIMEOUT_SECONDS,
                 body_limit=settings.RESPONSE_BODY_LIMIT_BYTES,
                 allow_private=settings.RELAY_ALLOW_PRIVATE_DESTINATIONS,
@@ -60,6 +60,7 @@ class Command(BaseCommand):
             batch_size=batch_size,
             concurrency=concurrency,
             lease_seconds=lease,
+            timeout=settings.HTTP_TIMEOUT_SECONDS,
             poll_interval=settings.POLL_INTERVAL_SECONDS,
             waker=make_waker(),
             maintenance=Maintenance(heartbeat, StatsRefresher(), PartitionKeeper()),

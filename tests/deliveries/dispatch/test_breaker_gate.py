@@ -62,11 +62,14 @@ def test_a_breaker_opened_by_another_dispatcher_holds_jobs_already_claimed(recei
 
     def respond(request):
         if not opened.is_set():
-            # Another dispatcher opens `other` while ours holds its jobs,
-            # queued behind three slow sends to `healthy`.
+            # Another dispatcher opens `other` while ours holds its jobs, the
+            # next in turn after this slow send to `healthy`. The dispatcher
+            # re-reads breakers every 50 ms; the reply leaves it ten times
+            # that, for a loaded machine.
             endpoint_breaker_open(endpoint_id=other.pk, reason="elsewhere")
             connection.close()
             opened.set()
+            return Reply(status=200, delay=0.5)
         return Reply(status=200, delay=0.1)
 
     receiver.respond = respond

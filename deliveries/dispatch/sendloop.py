@@ -1,0 +1,250 @@
+"""The send loop: one asyncio event loop on its own thread, up to `concurrency`
+sends in flight, and no database.
+
+It talks to the dispatcher's database thread through two one-way channels of
+plain data: the dispatcher calls add(), recorded(), hold() and stop(), which
+run on the loop's thread (call_soon_threadsafe); the loop puts Finished and
+Capacity messages on the dispatcher's outbox (a thread-safe queue). No ORM
+object crosses between them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import queue
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime
+
+from deliveries import signing
+from deliveries.dispatch import errors
+from deliveries.dispatch.jobs import Job
+from deliveries.dispatch.lanes import Lanes
+from deliveries.dispatch.transport import OutgoingRequest, SendResult
+
+# Past its own deadline the transport has failed to stop an attempt: the loop
+# ends it this much later, so a stuck send can never keep a dispatcher from
+# stopping (HTTP_TIMEOUT_SECONDS + this bounds every attempt).
+DEADLINE_GRACE_SECONDS = 2.0
+
+
+@dataclass(frozen=True)
+class Finished:
+    """A job back from the loop: sent (result) or not sent (result None)."""
+
+    job: Job
+    result: SendResult | None
+    started_at: datetime | None
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """The loop's state when it last changed: what the next claim should fill."""
+
+    ready: int  # queued jobs that could start as soon as a slot frees
+    in_flight: int
+    received: int  # jobs the loop has been given so far
+
+
+@dataclass(frozen=True)
+class Stopped:
+    """The loop has given every job back and will send nothing more."""
+
+
+class SendLoop:
+    def __init__(
+        self,
+        *,
+        sender,
+        concurrency: int,
+        outbox: queue.SimpleQueue,
+        clock,
+        timeout: float | None = None,
+    ) -> None:
+        self.sender = sender
+        self.concurrency = max(1, concurrency)
+        self.outbox = outbox
+        self.clock = clock
+        self.timeout = timeout
+        self.lanes = Lanes()
+        self._received = 0
+        self._stopping = False
+        self._capacity_due = False
+        self._tasks: set[asyncio.Task] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._done: asyncio.Event | None = None
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="sendloop", daemon=True)
+        self._is_async = inspect.iscoroutinefunction(getattr(sender, "send", None))
+        # A blocking sender (tests' scripted one) runs on threads of its own.
+        self._pool = (
+            None
+            if self._is_async
+            else ThreadPoolExecutor(self.concurrency, thread_name_prefix="send")
+        )
+
+    # -- the dispatcher's side (any thread) ---------------------------------
+
+    def start(self) -> None:
+        self._thread.start()
+        self._ready.wait()
+
+    def add(self, jobs: list[Job]) -> None:
+        self._call(self._add, jobs)
+
+    def recorded(self, failures: dict[str, int]) -> None:
+        self._call(self._recorded, failures)
+
+    def hold(self, endpoint_ids: frozenset[str]) -> None:
+        self._call(self._hold, endpoint_ids)
+
+    def stop(self) -> None:
+        """Give queued jobs back, let sends in flight end, then post Stopped."""
+        self._call(self._stop)
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def join(self) -> None:
+        self._thread.join()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            close = getattr(self.sender, "close", None)
+            if close is not None:
+                close()  # a blocking sender's own threads and connections
+
+    def _call(self, fn, *args) -> None:
+        assert self._loop is not None, "start() first"
+        try:
+            self._loop.call_soon_threadsafe(fn, *args)
+        except RuntimeError:
+            # The loop has stopped (Stopped was posted): nothing it could
+            # still act on, and nothing queued there to give back.
+            pass
+
+    # -- the loop's side ----------------------------------------------------
+
+    def _run(self) -> None:
+        asyncio.run(self._main())
+
+    async def _main(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._done = asyncio.Event()
+        self._ready.set()
+        await self._done.wait()
+        close = getattr(self.sender, "close", None)
+        if close is not None and inspect.iscoroutinefunction(close):
+            await close()
+
+    def _add(self, jobs: list[Job]) -> None:
+        self._received += len(jobs)
+        if self._stopping:
+            self._give_back(jobs)
+        else:
+            self._give_back(self.lanes.add(jobs))
+        self._pump()
+
+    def _recorded(self, failures: dict[str, int]) -> None:
+        self.lanes.recorded(failures)
+        self._pump()
+
+    def _hold(self, endpoint_ids: frozenset[str]) -> None:
+        self._give_back(self.lanes.hold(endpoint_ids))
+        self._pump()
+
+    def _stop(self) -> None:
+        self._stopping = True
+        self._give_back(self.lanes.drain())
+        self._finish_if_idle()
+
+    def _give_back(self, jobs: list[Job]) -> None:
+        for job in jobs:
+            self.outbox.put(Finished(job, None, None))
+
+    def _pump(self) -> None:
+        """Start what may start now, then tell the dispatcher where we stand."""
+        if not self._stopping:
+            free = self.concurrency - self.lanes.in_flight
+            for job in self.lanes.take(free):
+                task = asyncio.ensure_future(self._send(job))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+        if not self._capacity_due:
+            # Once per turn of the loop, however many sends ended in it.
+            self._capacity_due = True
+            self._loop.call_soon(self._post_capacity)
+
+    def _post_capacity(self) -> None:
+        self._capacity_due = False
+        self.outbox.put(
+            Capacity(
+                ready=self.lanes.ready,
+                in_flight=self.lanes.in_flight,
+                received=self._received,
+            )
+        )
+
+    def _finish_if_idle(self) -> None:
+        if self._stopping and not self.lanes.in_flight and not self._done.is_set():
+            self.outbox.put(Stopped())
+            self._done.set()
+
+    async def _send(self, job: Job) -> None:
+        started_at = self.clock.now()
+        try:
+            result = await self._attempt(job, started_at)
+        except Exception as exc:  # noqa: BLE001 - a send must never kill the loop
+            result = SendResult(
+                None, 0.0, errors.CONNECTION, f"{type(exc).__name__}: {exc}"[:500]
+            )
+        self.lanes.finished(job, failed=_failed(result))
+        self.outbox.put(Finished(job, result, started_at))
+        self._pump()
+        self._finish_if_idle()
+
+    async def _attempt(self, job: Job, started_at: datetime) -> SendResult:
+        if not job.secrets:
+            return SendResult(None, 0.0, errors.NO_SIGNING_SECRET, "no live secret")
+        request = signed_request(job, timestamp=int(started_at.timestamp()))
+        if not self._is_async:
+            return await self._loop.run_in_executor(
+                self._pool, self.sender.send, request
+            )
+        if self.timeout is None:
+            return await self.sender.send(request)
+        began = time.monotonic()
+        try:
+            async with asyncio.timeout(self.timeout + DEADLINE_GRACE_SECONDS):
+                return await self.sender.send(request)
+        except TimeoutError:
+            return SendResult(
+                None,
+                (time.monotonic() - began) * 1000,
+                errors.TIMEOUT,
+                f"the attempt overran its {self.timeout:g} s deadline",
+            )
+
+
+def signed_request(job: Job, *, timestamp: int) -> OutgoingRequest:
+    """The request as the contract (section 4) describes it, signed now."""
+    headers = {
+        **job.headers,  # reserved names are refused on save; ours win anyway
+        "Content-Type": "application/json",
+        "webhook-id": job.event_id,
+        "webhook-timestamp": str(timestamp),
+        "webhook-signature": signing.signature_header(
+            secrets=job.secrets, msg_id=job.event_id, timestamp=timestamp, body=job.body
+        ),
+        "X-Relay-Event-Id": job.event_id,
+        "X-Relay-Delivery-Id": job.delivery_id,
+        "X-Relay-Attempt": str(job.attempt_count + 1),
+    }
+    return OutgoingRequest(url=job.url, headers=headers, body=job.body)
+
+
+def _failed(result: SendResult) -> bool:
+    return not (result.status_code is not None and 200 <= result.status_code < 300)
