@@ -18,7 +18,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import InterfaceError, OperationalError
+from django.db import InterfaceError, InternalError, OperationalError
 
 from deliveries.dispatch import claiming, errors, outcomes
 from deliveries.dispatch.transport import SendResult
@@ -26,7 +26,9 @@ from deliveries.dispatch.transport import SendResult
 logger = logging.getLogger(__name__)
 
 # The database is away: the caller backs off and retries the whole flush.
-DATABASE_AWAY = (OperationalError, InterfaceError)
+# InternalError: a session the server ended (idle_in_transaction_session_timeout
+# after a freeze) is away too, until the dispatcher reconnects.
+DATABASE_AWAY = (OperationalError, InterfaceError, InternalError)
 
 
 def flush_record(

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db import InterfaceError, OperationalError, connections
+from django.db import InterfaceError, InternalError, OperationalError, connections
 
 from deliveries.dispatch import claiming, counters, outcomes, recording
 from deliveries.dispatch.jobs import Job
@@ -22,7 +22,9 @@ from deliveries.dispatch.sendloop import Finished
 logger = logging.getLogger(__name__)
 
 DB_BACKOFF_SECONDS = (0.5, 1, 2, 5)  # then 5 s between tries while the database is away
-DB_ERRORS = (OperationalError, InterfaceError)
+# InternalError: the server ended this session (idle_in_transaction_session_
+# timeout after a freeze, SQLSTATE 25P03); reconnecting is all it takes.
+DB_ERRORS = (OperationalError, InterfaceError, InternalError)
 
 
 @dataclass
