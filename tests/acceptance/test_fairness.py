@@ -9,7 +9,7 @@ from collections import Counter
 
 import pytest
 
-from deliveries.models import Attempt, Delivery
+from deliveries.models import Attempt, Delivery, DispatcherHeartbeat
 from deliveries.services import EventInput, events_publish
 from tests import factories
 from tests.acceptance.processes import wait_until
@@ -81,7 +81,13 @@ def test_a_timing_out_endpoint_published_first_does_not_delay_a_healthy_one(
     latencies = sorted(t - published_at for t in arrived.values())
     p99 = latencies[int(len(latencies) * 0.99) - 1]
     assert p99 < P99_LIMIT, f"healthy p99 publish-to-receipt {p99:.2f}s"
-    assert Delivery.objects.filter(endpoint=healthy, status="succeeded").count() == 201
+    wait_until(
+        lambda: (
+            Delivery.objects.filter(endpoint=healthy, status="succeeded").count() == 201
+        ),
+        timeout=30,
+        what="the healthy deliveries recorded",
+    )
 
 
 def test_max_in_flight_holds_across_two_dispatchers(receiver, dispatchers):
@@ -101,10 +107,16 @@ def test_max_in_flight_holds_across_two_dispatchers(receiver, dispatchers):
     receiver.respond = respond
     merchant = factories.merchant()
     capped = factories.endpoint(merchant, url=receiver.url + "?capped", max_in_flight=5)
-    publish(capped, 60)
     children = [
         dispatchers.start("--concurrency=16", f"--worker-id=cap-{n}") for n in range(2)
     ]
+    # Both up (their first maintenance step wrote a heartbeat) before any work.
+    wait_until(
+        lambda: DispatcherHeartbeat.objects.count() == 2,
+        timeout=60,
+        what="both dispatchers to start",
+    )
+    publish(capped, 60)
     wait_until(
         lambda: Delivery.objects.filter(status="succeeded").count() == 60,
         timeout=90,

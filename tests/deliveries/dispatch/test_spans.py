@@ -27,6 +27,7 @@ def _job(**changes) -> Job:
         budget_start=0,
         max_attempts=3,
         rate_limit_per_second=None,
+        max_in_flight=32,
         is_probe=False,
         lease_until=datetime(2026, 12, 3, tzinfo=UTC),
     )
