@@ -217,7 +217,16 @@ def check_slow(summary: PipelineSummary) -> list[Alert]:
     ]
 
 
+def check_failing(summary: PipelineSummary) -> list[Alert]:
+    """The operational endpoints' own health (loud), and endpoints failing with
+    a closed breaker (deliveries.notifications)."""
+    from deliveries.notifications.selectors import failure_alerts
+
+    return failure_alerts(now=summary.now)
+
+
 CHECKS: list[Callable[[PipelineSummary], list[Alert]]] = [
+    check_failing,
     check_oldest_pending,
     check_dead_growing,
     check_breakers,

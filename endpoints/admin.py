@@ -28,6 +28,7 @@ from endpoints.models import (
 from endpoints.services import (
     apikey_create,
     apikey_revoke,
+    endpoint_auto_disable_exempt,
     endpoint_breaker_open,
     endpoint_breaker_reset,
     endpoint_disable,
@@ -100,7 +101,9 @@ class EndpointActions:
         endpoints = self._endpoints(queryset)
         for endpoint in endpoints:
             endpoint_disable(
-                endpoint=endpoint, reason=f"disabled by staff ({request.user})"
+                endpoint=endpoint,
+                reason=f"disabled by staff ({request.user})",
+                by=f"staff:{request.user}",
             )
         _log_and_tell(self, request, endpoints, "Disabled")
 
@@ -111,7 +114,26 @@ class EndpointActions:
             endpoint_enable(endpoint=endpoint)
         _log_and_tell(self, request, endpoints, "Enabled")
 
-    actions = ("reset_breaker", "open_breaker", "disable_endpoint", "enable_endpoint")
+    @admin.action(description="Exempt from auto-disable", permissions=["change"])
+    def exempt_from_auto_disable(self, request, queryset) -> None:
+        endpoints = self._endpoints(queryset)
+        endpoint_auto_disable_exempt(endpoints=endpoints, exempt=True)
+        _log_and_tell(self, request, endpoints, "Exempted from auto-disable")
+
+    @admin.action(description="Allow auto-disable again", permissions=["change"])
+    def allow_auto_disable(self, request, queryset) -> None:
+        endpoints = self._endpoints(queryset)
+        endpoint_auto_disable_exempt(endpoints=endpoints, exempt=False)
+        _log_and_tell(self, request, endpoints, "Auto-disable allowed")
+
+    actions = (
+        "reset_breaker",
+        "open_breaker",
+        "disable_endpoint",
+        "enable_endpoint",
+        "exempt_from_auto_disable",
+        "allow_auto_disable",
+    )
 
 
 @admin.register(Endpoint)
@@ -126,7 +148,11 @@ class EndpointAdmin(EndpointActions, admin.ModelAdmin):
         "deliveries_links",
     )
     list_select_related = ("merchant", "health")
-    list_filter = ("is_active", ("merchant", admin.RelatedOnlyFieldListFilter))
+    list_filter = (
+        "is_active",
+        "auto_disable_exempt",
+        ("merchant", admin.RelatedOnlyFieldListFilter),
+    )
     search_fields = ("=id", "url", "=merchant__slug")
     show_full_result_count = False
     inlines = (EndpointSecretInline,)
@@ -139,6 +165,8 @@ class EndpointAdmin(EndpointActions, admin.ModelAdmin):
         "is_active",
         "disabled_reason",
         "disabled_at",
+        "disabled_by",
+        "auto_disable_exempt",
         "max_attempts",
         "rate_limit_per_second",
         "max_in_flight",

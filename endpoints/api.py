@@ -94,11 +94,10 @@ def endpoint_update(
     """Change only the fields sent; null clears max_attempts, rate_limit_per_second,
     max_in_flight (back to the relay default), filter and headers."""
     endpoint = visible_endpoint(request, slug, endpoint_id)
-    changes = payload.dict(exclude_unset=True)
-    for field in ("url", "description", "event_types", "is_active"):
-        if field in changes and changes[field] is None:
-            del changes[field]
-    services.endpoint_update(endpoint=endpoint, **changes)
+    changes = payload.changes()
+    services.endpoint_update(
+        endpoint=endpoint, by=f"api:{api_key(request).name}", **changes
+    )
     return visible_endpoint(request, slug, endpoint_id)
 
 

@@ -68,6 +68,11 @@ class Endpoint(models.Model):
     is_active = models.BooleanField(default=True)
     disabled_reason = models.CharField(max_length=300, blank=True, default="")
     disabled_at = models.DateTimeField(null=True, blank=True)
+    # Who disabled it: "receiver" (410), "auto-disable", or "staff:NAME",
+    # "merchant:NAME", "api:KEY NAME"; operational events carry it.
+    disabled_by = models.CharField(max_length=200, blank=True, default="")
+    # Staff may keep an endpoint out of auto-disable (a known long outage).
+    auto_disable_exempt = models.BooleanField(default=False)
     max_attempts = models.PositiveIntegerField(null=True, blank=True)
     rate_limit_per_second = models.FloatField(null=True, blank=True)
     # A payload filter (endpoints/filtering.py); null lets every event through.

@@ -85,6 +85,15 @@ class EndpointPatch(Schema):
     max_in_flight: MaxInFlight | None = None
     is_active: bool | None = None
 
+    def changes(self) -> dict:
+        """The fields sent; null clears only max_attempts and rate_limit_per_second."""
+        clearable = {"max_attempts", "rate_limit_per_second"}
+        return {
+            field: value
+            for field, value in self.dict(exclude_unset=True).items()
+            if value is not None or field in clearable
+        }
+
 
 class EndpointOut(Schema):
     id: str

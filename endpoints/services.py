@@ -156,6 +156,7 @@ def endpoint_update(
     headers=_UNSET,
     max_in_flight=_UNSET,
     is_active=_UNSET,
+    by: str = "api",
     now: datetime | None = None,
 ) -> Endpoint:
     """Change only the fields given; validate them all before writing any."""
@@ -194,19 +195,33 @@ def endpoint_update(
         if is_active is True and not endpoint.is_active:
             endpoint_enable(endpoint=endpoint)
         elif is_active is False and endpoint.is_active:
-            endpoint_disable(endpoint=endpoint, reason="disabled by user", now=now)
+            endpoint_disable(
+                endpoint=endpoint, reason="disabled by user", by=by, now=now
+            )
     return endpoint
 
 
+_DISABLE_FIELDS = [
+    "is_active",
+    "disabled_reason",
+    "disabled_at",
+    "disabled_by",
+    "updated_at",
+]
+
+
 def endpoint_disable(
-    *, endpoint: Endpoint, reason: str, now: datetime | None = None
+    *, endpoint: Endpoint, reason: str, by: str = "", now: datetime | None = None
 ) -> None:
+    """Stop sending; pending deliveries stay pending (held) until it is enabled.
+
+    by says who: "staff:NAME", "merchant:NAME", "api", "auto-disable".
+    """
     endpoint.is_active = False
     endpoint.disabled_reason = reason[:300]
     endpoint.disabled_at = now or utcnow()
-    endpoint.save(
-        update_fields=["is_active", "disabled_reason", "disabled_at", "updated_at"]
-    )
+    endpoint.disabled_by = by[:200]
+    endpoint.save(update_fields=_DISABLE_FIELDS)
 
 
 def endpoint_enable(*, endpoint: Endpoint) -> None:
@@ -214,10 +229,18 @@ def endpoint_enable(*, endpoint: Endpoint) -> None:
     endpoint.is_active = True
     endpoint.disabled_reason = ""
     endpoint.disabled_at = None
-    endpoint.save(
-        update_fields=["is_active", "disabled_reason", "disabled_at", "updated_at"]
-    )
+    endpoint.disabled_by = ""
+    endpoint.save(update_fields=_DISABLE_FIELDS)
     endpoint_breaker_reset(endpoint_id=endpoint.pk)
+
+
+def endpoint_auto_disable_exempt(
+    *, endpoints: Sequence[Endpoint], exempt: bool
+) -> None:
+    """Staff keep an endpoint out of (or put it back into) auto-disable."""
+    Endpoint.objects.filter(pk__in=[e.pk for e in endpoints]).update(
+        auto_disable_exempt=exempt
+    )
 
 
 def endpoint_breaker_reset(*, endpoint_id: str) -> None:

@@ -22,6 +22,7 @@ from ninja.renderers import JSONRenderer
 from ninja.responses import NinjaJSONEncoder
 
 from deliveries.api import router as deliveries_router
+from deliveries.notifications.api import router as operational_router
 from deliveries.sanitize import UNSTORABLE
 from deliveries.signing import format_timestamp
 from endpoints.api import router as endpoints_router
@@ -175,6 +176,7 @@ api = RelayApi(
 )
 api.add_router("/", endpoints_router)
 api.add_router("/", deliveries_router)
+api.add_router("/", operational_router)
 
 
 def _loc(loc) -> list:

@@ -46,6 +46,7 @@ INSTALLED_APPS = [
     "axes",
     "endpoints",
     "deliveries",
+    "deliveries.notifications",
 ]
 
 MIDDLEWARE = [
@@ -274,3 +275,28 @@ for _origin in PORTAL_FRAME_ANCESTORS:
 # Django refuses bodies above this before a view runs; the API has its own
 # Content-Length check for events, this only keeps other forms small.
 DATA_UPLOAD_MAX_MEMORY_SIZE = max(MAX_EVENT_BYTES * 4, 2_621_440)
+
+# --- When delivery fails: operational events, email, auto-disable ----------
+# How often (across all dispatchers together) endpoints are checked for
+# failing, disabled and re-enabled, dead letters are reported, and endpoints
+# that have failed for days are disabled.
+OPERATIONAL_CHECK_SECONDS = env.float("OPERATIONAL_CHECK_SECONDS", default=60)
+# relay.delivery.dead: at most one event per endpoint per this many seconds.
+OPERATIONAL_COALESCE_SECONDS = env.float("OPERATIONAL_COALESCE_SECONDS", default=60)
+AUTO_DISABLE_AFTER_HOURS = env.float("AUTO_DISABLE_AFTER_HOURS", default=120)
+AUTO_DISABLE_MIN_FAILURES = env.int("AUTO_DISABLE_MIN_FAILURES", default=20)
+NOTIFY_EMAIL_MIN_INTERVAL_HOURS = env.float(
+    "NOTIFY_EMAIL_MIN_INTERVAL_HOURS", default=24
+)
+# Emails link to the portal: the address people reach it at.
+PORTAL_BASE_URL = env("PORTAL_BASE_URL", default="http://127.0.0.1:8000").rstrip("/")
+# smtp://user:password@host:587 (smtp+tls://, smtps://), consolemail://, ...
+vars().update(
+    env.email_url(
+        "EMAIL_URL", default="consolemail://" if DEBUG else "smtp://localhost:25"
+    )
+)
+DEFAULT_FROM_EMAIL = env(
+    "DEFAULT_FROM_EMAIL", default="webhook-relay <relay@localhost>"
+)
+EMAIL_TIMEOUT = env.float("EMAIL_TIMEOUT", default=10)

@@ -1,5 +1,6 @@
 """Periodic work a dispatcher does besides sending: heartbeat, endpoint
-statistics, day partitions of the history made ahead.
+statistics, day partitions of the history made ahead (and the endpoint check
+of deliveries/notifications/step.py, wired in run_dispatcher).
 
 Each step keeps its own schedule. Steps that are cluster-wide run, on
 PostgreSQL, in one dispatcher at a time: a session advisory lock (try, never

@@ -102,6 +102,7 @@ def outcomes_record(
                 is_active=False,
                 disabled_reason="the receiver answered 410 Gone",
                 disabled_at=now,
+                disabled_by="receiver",
             )
         counters.counters_add(shard=worker_id, tally=recorded.tally)
     for item in sent:

@@ -11,6 +11,7 @@ from endpoints.portal.views import (
     endpoints,
     health,
     link,
+    notifications,
     recover,
     secrets,
 )
@@ -33,6 +34,7 @@ urlpatterns = [
     path(EP + "edit/", endpoints.endpoint_edit, name="endpoint_edit"),
     path(EP + "toggle/", endpoints.endpoint_toggle, name="endpoint_toggle"),
     path(EP + "delete/", endpoints.endpoint_delete, name="endpoint_delete"),
+    path(EP + "reenable/", notifications.endpoint_reenable, name="endpoint_reenable"),
     path(EP + "secret/reveal/", secrets.secret_reveal, name="secret_reveal"),
     path(EP + "secret/rotate/", secrets.secret_rotate, name="secret_rotate"),
     path(EP + "test/", deliveries.endpoint_test, name="endpoint_test"),
@@ -49,6 +51,7 @@ urlpatterns = [
         deliveries.deliveries_bulk_replay,
         name="deliveries_bulk_replay",
     ),
+    path(M + "notifications/", notifications.notifications, name="notifications"),
     path(DLV, deliveries.delivery_detail, name="delivery_detail"),
     path(DLV + "status.json", deliveries.delivery_status, name="delivery_status"),
     path(DLV + "replay/", deliveries.delivery_replay, name="delivery_replay"),

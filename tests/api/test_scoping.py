@@ -30,6 +30,7 @@ BODIES = {
 QUERIES = {
     "/api/v1/deliveries": ["merchant=globex", "endpoint_id={endpoint_id}"],
 }
+OPERATIONAL = "/api/v1/operational-endpoints"
 # Creating merchants is refused to every scoped key (403), tested on its own;
 # the event-type catalogue is shared by all merchants (tests/api/test_catalogue.py).
 NOT_SCOPED = {
@@ -39,6 +40,13 @@ NOT_SCOPED = {
     ("get", "/api/v1/event-types/{name}"),
     ("patch", "/api/v1/event-types/{name}"),
     ("delete", "/api/v1/event-types/{name}"),
+    # Operational endpoints: platform keys only (403), tests/api/test_operational_endpoints.py.
+    ("post", OPERATIONAL),
+    ("get", OPERATIONAL),
+    ("get", OPERATIONAL + "/{endpoint_id}"),
+    ("patch", OPERATIONAL + "/{endpoint_id}"),
+    ("delete", OPERATIONAL + "/{endpoint_id}"),
+    ("post", OPERATIONAL + "/{endpoint_id}/rotate-secret"),
 }
 
 

@@ -7,6 +7,7 @@ from django.test import Client
 from django.urls import reverse
 
 from deliveries.models import Delivery, Event
+from deliveries.notifications.models import NotificationSettings
 from endpoints.models import Endpoint, EndpointSecret
 from endpoints.portal import urls as portal_urls
 
@@ -44,6 +45,7 @@ def snapshot() -> tuple:
             )
         ),
         list(EndpointSecret.objects.order_by("pk").values_list("pk", "expires_at")),
+        list(NotificationSettings.objects.values_list()),
         Event.objects.count(),
         list(
             Delivery.objects.order_by("pk").values_list(

@@ -18,6 +18,7 @@ from deliveries.dispatch.maintenance import (
 from deliveries.dispatch.session import limit_dispatcher_sessions
 from deliveries.dispatch.transport import AsyncSender
 from deliveries.dispatch.wakeup import make_waker
+from deliveries.notifications.step import OperationalCheck
 
 
 class Command(BaseCommand):
@@ -63,7 +64,9 @@ class Command(BaseCommand):
             timeout=settings.HTTP_TIMEOUT_SECONDS,
             poll_interval=settings.POLL_INTERVAL_SECONDS,
             waker=make_waker(),
-            maintenance=Maintenance(heartbeat, StatsRefresher(), PartitionKeeper()),
+            maintenance=Maintenance(
+                heartbeat, StatsRefresher(), PartitionKeeper(), OperationalCheck()
+            ),
         )
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: dispatcher.stop())

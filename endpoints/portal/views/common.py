@@ -13,6 +13,7 @@ SECTIONS = {
     "delivery_list": "deliveries",
     "delivery_detail": "deliveries",
     "catalogue": "catalogue",
+    "notifications": "notifications",
 }
 TABS = {
     "endpoint_detail": "overview",

@@ -50,11 +50,27 @@ def _filter_preview(access: Access, form: EndpointForm) -> list | None:
     ]
 
 
+def endpoint_condition(endpoint):
+    """What the failing/disabled banner says; None for a healthy endpoint."""
+    from deliveries.notifications.selectors import endpoint_condition
+
+    return endpoint_condition(endpoint=endpoint, now=utcnow())
+
+
 @portal_view()
 def endpoint_list(request: HttpRequest, access: Access) -> HttpResponse:
+    from deliveries.notifications.selectors import failing_first, is_failing
+
+    endpoints = endpoints_of_merchant(merchant_id=access.merchant.pk).select_related(
+        "watch"
+    )
     rows = [
-        (endpoint, breaker_words(getattr(endpoint, "health", None)))
-        for endpoint in endpoints_of_merchant(merchant_id=access.merchant.pk)
+        (
+            endpoint,
+            breaker_words(getattr(endpoint, "health", None)),
+            is_failing(endpoint),
+        )
+        for endpoint in failing_first(endpoints)
     ]
     return page(request, access, "endpoint_list.html", {"rows": rows})
 
@@ -149,6 +165,7 @@ def endpoint_detail(request: HttpRequest, access: Access) -> HttpResponse:
             # The current (newest) secret fills the snippets once revealed.
             "snippet_secret": live[0].secret if revealed and live else "whsec_…",
             "breaker": breaker_words(getattr(endpoint, "health", None)),
+            "condition": endpoint_condition(endpoint),
             "filter_json": json.dumps(endpoint.filter, indent=2)
             if endpoint.filter
             else "",

@@ -1,0 +1,136 @@
+"""The email outbox, sent after commit: never inside a transaction, never on
+a dispatcher's send loop (a maintenance thread drains it, see step.py).
+
+A row is claimed in a short transaction (its send_after moves a lease ahead,
+so a process that dies mid-send leaves it for another), sent with Django's
+email framework, then marked sent; a failure is retried with backoff.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.core.mail import EmailMultiAlternatives
+from django.db import transaction
+from django.template.loader import render_to_string
+from django.urls import reverse
+
+from deliveries.notifications.announce import notification_settings
+from deliveries.notifications.models import Kind, OutgoingEmail
+from endpoints.models import Membership
+
+logger = logging.getLogger(__name__)
+
+SEND_LEASE = timedelta(minutes=5)
+MAX_TRIES = 5
+RETRY_AFTER = (timedelta(minutes=1), timedelta(minutes=5), timedelta(minutes=30))
+
+SUBJECTS = {
+    Kind.FAILING: "Endpoint failing: {url}",
+    Kind.DISABLED: "Endpoint disabled: {url}",
+    Kind.ENABLED: "Endpoint enabled again: {url}",
+}
+
+
+def recipients_of(*, merchant_id: int) -> list[str]:
+    """The merchant's owners with an address, then its extra addresses."""
+    owners = Membership.objects.filter(
+        merchant_id=merchant_id,
+        role=Membership.Role.OWNER,
+        user__is_active=True,
+    ).exclude(user__email="")
+    addresses = list(owners.values_list("user__email", flat=True).order_by("user__pk"))
+    addresses += notification_settings(merchant_id=merchant_id).extra_emails
+    return list(dict.fromkeys(a.strip() for a in addresses if a.strip()))
+
+
+def portal_url(name: str, *args: str) -> str:
+    return settings.PORTAL_BASE_URL + reverse(name, args=args)
+
+
+def email_render(row: OutgoingEmail, *, to: list[str]) -> EmailMultiAlternatives:
+    slug = row.context["merchant"]
+    endpoint = row.context["endpoint"]
+    context = {
+        "kind": row.kind,
+        "c": row.context,
+        "endpoint_url": portal_url("portal:endpoint_detail", slug, endpoint["id"]),
+        "settings_url": portal_url("portal:notifications", slug),
+        "held": row.context.get("held_deliveries"),
+    }
+    message = EmailMultiAlternatives(
+        subject="[webhook-relay] "
+        + SUBJECTS[Kind(row.kind)].format(url=endpoint["url"])[:150],
+        body=render_to_string("notifications/email.txt", context),
+        to=to,
+    )
+    message.attach_alternative(
+        render_to_string("notifications/email.html", context), "text/html"
+    )
+    return message
+
+
+def _claim(now: datetime) -> OutgoingEmail | None:
+    with transaction.atomic():
+        row = (
+            OutgoingEmail.objects.select_for_update(skip_locked=True)
+            .filter(sent_at__isnull=True, gave_up=False, send_after__lte=now)
+            .order_by("send_after", "pk")
+            .first()
+        )
+        if row is not None:
+            row.tries += 1
+            row.send_after = now + SEND_LEASE
+            row.save(update_fields=["tries", "send_after"])
+        return row
+
+
+def _send(message: EmailMultiAlternatives) -> None:
+    message.send(fail_silently=False)
+
+
+def outbox_drain(
+    *,
+    now: Callable[[], datetime],
+    send: Callable[[EmailMultiAlternatives], None] = _send,
+    limit: int = 100,
+) -> int:
+    """Send due emails one by one, each after its claim has committed; count sent."""
+    sent = 0
+    for _ in range(limit):
+        row = _claim(now())
+        if row is None:
+            break
+        to = recipients_of(merchant_id=row.merchant_id)
+        try:
+            if to:
+                send(email_render(row, to=to))
+        except Exception as exc:  # SMTP and friends: any failure is retried
+            gave_up = row.tries >= MAX_TRIES
+            delay = RETRY_AFTER[min(row.tries - 1, len(RETRY_AFTER) - 1)]
+            OutgoingEmail.objects.filter(pk=row.pk).update(
+                last_error=f"{type(exc).__name__}: {exc}"[:500],
+                send_after=now() + delay,
+                gave_up=gave_up,
+            )
+            logger.warning(
+                "email %s to merchant %s failed (try %d%s): %s",
+                row.kind,
+                row.merchant_id,
+                row.tries,
+                ", giving up" if gave_up else "",
+                exc,
+            )
+            continue
+        OutgoingEmail.objects.filter(pk=row.pk).update(sent_at=now(), recipients=to)
+        logger.info(
+            "email %s for endpoint %s sent to %d address(es)",
+            row.kind,
+            row.endpoint_id,
+            len(to),
+        )
+        sent += 1
+    return sent

@@ -1,0 +1,120 @@
+"""What the relay remembers about telling people: per-endpoint watch state,
+merchants' email choices, the email outbox and the maintenance slots."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+
+
+class Kind(models.TextChoices):
+    """The conditions people are told about, by email and operational event."""
+
+    FAILING = "failing", "Endpoint failing"
+    DISABLED = "disabled", "Endpoint disabled"
+    ENABLED = "enabled", "Endpoint enabled again"
+
+
+class EndpointWatch(models.Model):
+    """What has already been said about one endpoint, so each thing is said once.
+
+    A failing episode is keyed by its start (the first failed attempt after the
+    last success, or after a re-enable): a new start clears the flags.
+    """
+
+    endpoint = models.OneToOneField(
+        "endpoints.Endpoint",
+        on_delete=models.CASCADE,
+        primary_key=True,
+        related_name="watch",
+    )
+    episode_started_at = models.DateTimeField(null=True, blank=True)
+    said_breaker_open = models.BooleanField(default=False)
+    said_half_window = models.BooleanField(default=False)
+    said_late_window = models.BooleanField(default=False)
+    # Failures before a re-enable do not count towards the next auto-disable.
+    reenabled_at = models.DateTimeField(null=True, blank=True)
+    # The disabled_at we announced; set while the endpoint is disabled.
+    said_disabled_at = models.DateTimeField(null=True, blank=True)
+    # Dead letters seen but not yet announced (relay.delivery.dead coalesces).
+    dead_count = models.PositiveIntegerField(default=0)
+    dead_first_id = models.CharField(max_length=40, blank=True, default="")
+    dead_last_id = models.CharField(max_length=40, blank=True, default="")
+    dead_first_at = models.DateTimeField(null=True, blank=True)
+    dead_last_at = models.DateTimeField(null=True, blank=True)
+    dead_said_at = models.DateTimeField(null=True, blank=True)
+    # Last email per condition, for NOTIFY_EMAIL_MIN_INTERVAL_HOURS.
+    emailed_failing_at = models.DateTimeField(null=True, blank=True)
+    emailed_disabled_at = models.DateTimeField(null=True, blank=True)
+    emailed_enabled_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"watch {self.endpoint_id}"
+
+
+class NotificationSettings(models.Model):
+    """A merchant's email choices: each kind on by default, plus extra addresses."""
+
+    merchant = models.OneToOneField(
+        "endpoints.Merchant",
+        on_delete=models.CASCADE,
+        primary_key=True,
+        related_name="notification_settings",
+    )
+    email_failing = models.BooleanField(default=True)
+    email_disabled = models.BooleanField(default=True)
+    email_enabled = models.BooleanField(default=True)
+    extra_emails = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        verbose_name_plural = "notification settings"
+
+    def __str__(self) -> str:
+        return f"notifications of {self.merchant_id}"
+
+    def wants(self, kind: str) -> bool:
+        return bool(getattr(self, f"email_{kind}"))
+
+
+class OutgoingEmail(models.Model):
+    """The email outbox: written with the state change, sent after commit by a
+    maintenance thread, never inside a transaction or a dispatcher's send loop."""
+
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    merchant = models.ForeignKey("endpoints.Merchant", on_delete=models.CASCADE)
+    endpoint = models.ForeignKey("endpoints.Endpoint", on_delete=models.CASCADE)
+    # The same payload as the operational event: the email is rendered from it.
+    context = models.JSONField()
+    created_at = models.DateTimeField()
+    send_after = models.DateTimeField()
+    tries = models.PositiveSmallIntegerField(default=0)
+    sent_at = models.DateTimeField(null=True, blank=True)
+    recipients = models.JSONField(default=list, blank=True)
+    last_error = models.CharField(max_length=500, blank=True, default="")
+    gave_up = models.BooleanField(default=False)
+
+    class Meta:
+        indexes = [
+            models.Index(
+                fields=["send_after"],
+                condition=Q(sent_at__isnull=True, gave_up=False),
+                name="outgoing_email_due_idx",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} email for {self.endpoint_id}"
+
+
+class MaintenanceSlot(models.Model):
+    """One row per periodic job: whoever moves last_run_at forward runs it.
+
+    mark is the job's own watermark (the dead letters already seen).
+    """
+
+    name = models.CharField(max_length=40, primary_key=True)
+    last_run_at = models.DateTimeField(null=True, blank=True)
+    mark = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return self.name

@@ -1,0 +1,114 @@
+"""Writes for notifications: re-enable with held deliveries, merchants' email
+choices, and the platform's operational endpoints."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from django.core.exceptions import ValidationError
+from django.core.validators import validate_email
+from django.db import transaction
+
+from deliveries.models import Delivery
+from deliveries.notifications.models import EndpointWatch, NotificationSettings
+from deliveries.notifications.operational import (
+    OPERATIONAL_TYPES,
+    operational_merchant,
+)
+from deliveries.services import notify_dispatchers
+from endpoints import services as endpoint_services
+from endpoints.matching import subscribes_to
+from endpoints.models import Endpoint, Merchant
+from relayproject.clock import utcnow
+
+MAX_EXTRA_EMAILS = 10
+
+
+def endpoint_reenable(
+    *, endpoint: Endpoint, retry_held: bool, now: datetime | None = None
+) -> int:
+    """Enable (breaker closed); with retry_held, held deliveries are due now.
+
+    Held deliveries keep their attempt counts: being held spent nothing.
+    Returns how many pending deliveries the endpoint has.
+    """
+    now = now or utcnow()
+    with transaction.atomic():
+        endpoint_services.endpoint_enable(endpoint=endpoint)
+        pending = Delivery.objects.filter(
+            endpoint=endpoint, status=Delivery.Status.PENDING
+        )
+        count = pending.update(next_attempt_at=now) if retry_held else pending.count()
+        # Failures from before count no more (the check says "enabled" later).
+        EndpointWatch.objects.update_or_create(
+            endpoint=endpoint, defaults={"reenabled_at": now}
+        )
+        if count:
+            notify_dispatchers()
+    return count
+
+
+def notification_settings_update(
+    *,
+    merchant: Merchant,
+    email_failing: bool,
+    email_disabled: bool,
+    email_enabled: bool,
+    extra_emails: Sequence[str],
+) -> NotificationSettings:
+    """Validate every address before writing anything."""
+    addresses = list(dict.fromkeys(a.strip() for a in extra_emails if a.strip()))
+    errors = []
+    if len(addresses) > MAX_EXTRA_EMAILS:
+        errors.append(f"At most {MAX_EXTRA_EMAILS} addresses.")
+    for address in addresses:
+        try:
+            validate_email(address)
+        except ValidationError:
+            errors.append(f"Not an email address: {address!r}.")
+    if errors:
+        raise ValidationError({"extra_emails": errors})
+    found, _ = NotificationSettings.objects.update_or_create(
+        merchant=merchant,
+        defaults={
+            "email_failing": email_failing,
+            "email_disabled": email_disabled,
+            "email_enabled": email_enabled,
+            "extra_emails": addresses,
+        },
+    )
+    return found
+
+
+def operational_types_check(event_types: Sequence[str]) -> None:
+    """Each subscription must match at least one operational event type."""
+    bad = [
+        t
+        for t in event_types
+        if not any(subscribes_to([t], o) for o in OPERATIONAL_TYPES)
+    ]
+    if bad:
+        raise ValidationError(
+            {
+                "event_types": [
+                    f"{bad[0]!r} matches no operational event type "
+                    f"({', '.join(sorted(OPERATIONAL_TYPES))})."
+                ]
+            }
+        )
+
+
+def operational_endpoint_create(
+    *, event_types: Sequence[str] = (), **fields
+) -> Endpoint:
+    operational_types_check(event_types)
+    return endpoint_services.endpoint_create(
+        merchant=operational_merchant(), event_types=event_types, **fields
+    )
+
+
+def operational_endpoint_update(*, endpoint: Endpoint, **changes) -> Endpoint:
+    if changes.get("event_types") is not None:
+        operational_types_check(changes["event_types"])
+    return endpoint_services.endpoint_update(endpoint=endpoint, **changes)

@@ -1,0 +1,97 @@
+"""A real dispatcher tells the platform, through its own pipeline, that
+delivery is failing: an operational endpoint on a loopback receiver gets
+relay.endpoint.failing, relay.endpoint.disabled and one coalesced
+relay.delivery.dead, each signed (verified with standardwebhooks)."""
+
+from __future__ import annotations
+
+import pytest
+from standardwebhooks.webhooks import Webhook
+
+from deliveries.models import Delivery
+from deliveries.notifications.services import operational_endpoint_create
+from deliveries.services import EventInput, events_publish
+from tests import factories
+from tests.acceptance.processes import wait_until
+from tests.fakes import Receiver, Reply
+
+pytestmark = [pytest.mark.postgres, pytest.mark.acceptance]
+
+STATUS_BY_PATH = {"/fail": 500, "/gone": 410, "/bad": 400}
+
+FAST = {
+    # Above the 50 dead letters of the burst, below the failing endpoint's
+    # 10 deliveries x 10 attempts.
+    "BREAKER_FAILURE_THRESHOLD": "60",
+    "MAX_ATTEMPTS": "10",
+    "BREAKER_COOLDOWN_SECONDS": "600",  # stays open for the whole test
+    "RETRY_BASE_SECONDS": "0.05",
+    "RETRY_MAX_DELAY_SECONDS": "0.1",
+    "OPERATIONAL_CHECK_SECONDS": "1",
+    # The burst must end inside one window, even on a loaded 2-core machine
+    # (seen spread over 14 s there).
+    "OPERATIONAL_COALESCE_SECONDS": "20",
+    "EMAIL_URL": "dummymail://",
+}
+
+
+def test_operational_endpoint_hears_failing_disabled_and_dead(dispatchers, tmp_path):
+    with (
+        Receiver(lambda r: Reply(STATUS_BY_PATH.get(r.path, 200))) as merchant_rx,
+        Receiver() as ops_rx,
+    ):
+        ops = operational_endpoint_create(url=ops_rx.url)
+        secret = ops.secrets.get().secret
+        base = f"http://127.0.0.1:{merchant_rx.server.server_port}"
+        merchant = factories.merchant("acme")
+        failing = factories.endpoint(merchant, url=base + "/fail")
+        gone = factories.endpoint(merchant, url=base + "/gone")
+        bad = factories.endpoint(merchant, url=base + "/bad", max_attempts=1)
+        for endpoint, count in ((failing, 10), (gone, 1), (bad, 50)):
+            events_publish(
+                merchant=merchant,
+                events=[EventInput("order.paid", {"n": n}) for n in range(count)],
+                endpoint_ids=[endpoint.pk],
+            )
+        dispatchers.start("--concurrency", "16", env=FAST)
+
+        def heard() -> dict[tuple[str, str], list[dict]]:
+            found: dict[tuple[str, str], list[dict]] = {}
+            for r in ops_rx.received:
+                headers = {k.lower(): v for k, v in r.headers.items()}
+                body = Webhook(secret).verify(r.body, headers)  # raises if forged
+                key = (body["type"], body["data"]["endpoint"]["id"])
+                found.setdefault(key, []).append(body["data"])
+            return found
+
+        dead_key = ("relay.delivery.dead", bad.pk)
+        expected = {
+            ("relay.endpoint.failing", failing.pk),
+            ("relay.endpoint.disabled", gone.pk),
+            ("relay.delivery.dead", bad.pk),
+        }
+        wait_until(
+            lambda: expected <= set(heard()),
+            timeout=60,
+            what=f"operational events {sorted(expected)}",
+        )
+        wait_until(
+            lambda: sum(d["count"] for d in heard().get(dead_key, [])) >= 50,
+            timeout=60,
+            what="relay.delivery.dead events counting all 50 dead letters",
+        )
+        got = heard()
+        assert len(got[("relay.delivery.dead", bad.pk)]) == 1, got
+        assert len(got[("relay.endpoint.failing", failing.pk)]) == 1, got
+        (failing_data,) = got[("relay.endpoint.failing", failing.pk)]
+        assert failing_data["trigger"] == "breaker_open"
+        assert failing_data["merchant"] == "acme"
+        assert failing_data["last_status_code"] == 500
+        (disabled,) = got[("relay.endpoint.disabled", gone.pk)]
+        assert disabled["by"] == "receiver"
+        assert disabled["reason"] == "the receiver answered 410 Gone"
+        (dead,) = got[("relay.delivery.dead", bad.pk)]
+        assert dead["count"] == 50
+        assert dead["last_status_code"] == 400
+        ids = set(Delivery.objects.filter(endpoint=bad).values_list("pk", flat=True))
+        assert {dead["first_delivery_id"], dead["last_delivery_id"]} <= ids
