@@ -89,3 +89,23 @@ def test_health_list_sorts_slowest_first(admin_client):
         fast.pk,
         unknown.pk,
     ]
+
+
+@pytest.mark.parametrize("changelist", LISTS)
+def test_exempt_from_auto_disable_and_back(admin_client, changelist):
+    endpoint = factories.endpoint()
+
+    act(admin_client, changelist, "exempt_from_auto_disable", endpoint)
+    assert Endpoint.objects.get(pk=endpoint.pk).auto_disable_exempt
+    act(admin_client, changelist, "allow_auto_disable", endpoint)
+    assert not Endpoint.objects.get(pk=endpoint.pk).auto_disable_exempt
+    assert list(LogEntry.objects.order_by("pk").values_list("change_message")) == [
+        ("Exempted from auto-disable",),
+        ("Auto-disable allowed",),
+    ]
+
+
+def test_staff_disable_records_who(admin_client):
+    endpoint = factories.endpoint()
+    act(admin_client, LISTS[0], "disable_endpoint", endpoint)
+    assert Endpoint.objects.get(pk=endpoint.pk).disabled_by == "staff:admin"
