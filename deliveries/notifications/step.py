@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import DatabaseError, connection
+from django.db import InterfaceError, OperationalError, connection
 from django.db.models import Q
 
 from deliveries.notifications.deadletters import (
@@ -107,8 +107,8 @@ class OperationalCheck:
         )
         try:
             report = check_run(now=now)
-        except DatabaseError:
-            raise  # the dispatcher logs it and reconnects
+        except (OperationalError, InterfaceError):
+            raise  # the database is away: the dispatcher logs it and reconnects
         except Exception:
             # A bug here must not stop deliveries: log it, try next time.
             logger.exception("endpoint check failed")
