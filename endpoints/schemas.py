@@ -86,12 +86,12 @@ class EndpointPatch(Schema):
     is_active: bool | None = None
 
     def changes(self) -> dict:
-        """The fields sent; null clears only max_attempts and rate_limit_per_second."""
-        clearable = {"max_attempts", "rate_limit_per_second"}
+        """The fields sent; null on a field that cannot be empty means "unchanged"."""
+        not_nullable = {"url", "description", "event_types", "is_active"}
         return {
             field: value
             for field, value in self.dict(exclude_unset=True).items()
-            if value is not None or field in clearable
+            if value is not None or field not in not_nullable
         }
 
 
