@@ -23,7 +23,7 @@ class Migration(migrations.Migration):
     initial = True
 
     dependencies = [
-        ('endpoints', '0005_endpoint_disabled_by_exempt'),
+        ('endpoints', '0006_endpoint_disabled_by_exempt'),
     ]
 
     operations = [

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('endpoints', '0004_portal_catalogue_filters_headers'),
+        ('endpoints', '0005_endpoint_max_in_flight'),
     ]
 
     operations = [
