@@ -67,6 +67,9 @@ RECEIVERS = {
     "instant": (["--delay", "0"], 2),
     "100ms": (["--delay", "0.1"], 20),
     "mix": (["--mix"], 20),
+    # Every answer takes 5 s: what holds 512 sends in flight for the memory
+    # figure (the mix's short answers empty the pipe faster than claims fill it).
+    "5s": (["--delay", "5"], 20),
 }
 
 
@@ -503,6 +506,7 @@ def scenarios(*, events: int, slow_events: int, steady_events: int) -> list[Scen
         Scenario("mix default k=2", "mix", None, 2, mix),
         Scenario("mix c=512 k=1", "mix", 512, 1, mix * 2),
         Scenario("mix c=1 k=1", "mix", 1, 1, 5),
+        Scenario("5s c=512 k=1", "5s", 512, 1, 100),
         Scenario("instant default k=1", "instant", None, 1, events),
         Scenario("instant default k=2", "instant", None, 2, events),
         Scenario("instant c=1 k=1", "instant", 1, 1, max(10, events // 4)),
