@@ -8,48 +8,17 @@ reads its foreign keys with list_select_related and skips the full-table count.
 from __future__ import annotations
 
 from django.contrib import admin
-from django.urls import path, reverse
-from django.utils.html import format_html
-from django.utils.http import urlencode
+from django.urls import path
 
 from deliveries import admin_views
-from deliveries.held import delivery_held
-from deliveries.models import Attempt, DeadLetter, Delivery, Event
-from relayproject.clock import utcnow
-
-RESPONSE_EXCERPT_CHARS = 200
-
-
-class AttemptInline(admin.TabularInline):
-    model = Attempt
-    extra = 0
-    can_delete = False
-    show_change_link = False
-    fields = readonly_fields = (
-        "number",
-        "started_at",
-        "outcome",
-        "status_code",
-        "response_ms",
-        "error_kind",
-        "error_message",
-        "response_excerpt",
-        "worker_id",
-    )
-    ordering = ("number",)
-
-    def has_add_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    @admin.display(description="response (excerpt)")
-    def response_excerpt(self, attempt: Attempt) -> str:
-        body = attempt.response_body
-        if len(body) <= RESPONSE_EXCERPT_CHARS:
-            return body
-        return body[:RESPONSE_EXCERPT_CHARS] + "…"
+from deliveries.admin_columns import (
+    REPLAYABLE,
+    AttemptInline,
+    DeliveryColumns,
+    EndpointFilter,
+    page_fields,
+)
+from deliveries.models import DeadLetter, Delivery, Event
 
 
 class DeliveryInline(admin.TabularInline):
@@ -81,7 +50,9 @@ class DeliveryInline(admin.TabularInline):
 class EventAdmin(admin.ModelAdmin):
     list_display = ("id", "type", "merchant", "created_at")
     list_select_related = ("merchant",)
-    list_filter = (("merchant", admin.RelatedOnlyFieldListFilter), "created_at")
+    # Merchants are few: listing them all is cheap, where "only those with
+    # events" would read every event.
+    list_filter = (("merchant", admin.RelatedFieldListFilter), "created_at")
     search_fields = ("=id", "=type")
     show_full_result_count = False
     ordering = ("-id",)  # ids are time-ordered: the primary key index sorts them
@@ -104,7 +75,7 @@ class EventAdmin(admin.ModelAdmin):
         return False
 
 
-class ReplayableAdmin(admin.ModelAdmin):
+class ReplayableAdmin(DeliveryColumns, admin.ModelAdmin):
     """What the delivery list and the dead-letter list share: columns, search, replay."""
 
     # endpoint__health: the held reason reads it, without a query per row.
@@ -115,27 +86,10 @@ class ReplayableAdmin(admin.ModelAdmin):
     actions = ("replay_selected",)
     inlines = (AttemptInline,)
     change_form_template = "admin/deliveries/delivery_change_form.html"
-    readonly_fields = (
-        "id",
-        "event_link",
-        "event_type",
-        "endpoint_link",
-        "status",
-        "held",
-        "attempt_count",
-        "budget_start",
-        "next_attempt_at",
-        "claimed_by",
-        "claimed_until",
-        "last_attempt_at",
-        "last_status_code",
-        "last_error",
-        "last_response_ms",
-        "created_at",
-        "succeeded_at",
-        "dead_at",
-    )
-    fields = readonly_fields
+    readonly_fields = page_fields(None)
+
+    def get_fields(self, request, obj=None):
+        return page_fields(obj)
 
     # Staff permissions are the ones on Delivery for both lists, so giving
     # someone "change delivery" is what lets them replay, wherever they are.
@@ -184,64 +138,6 @@ class ReplayableAdmin(admin.ModelAdmin):
             *super().get_urls(),
         ]
 
-    @admin.display(description="state", ordering="status")
-    def state(self, delivery: Delivery) -> str:
-        held = delivery_held(delivery=delivery, now=utcnow())
-        if held is None:
-            return delivery.get_status_display()
-        return format_html(
-            '{}<br><span class="held{}">{}</span>',
-            delivery.get_status_display(),
-            " hold" if held.is_hold else "",
-            held.text,
-        )
-
-    @admin.display(description="why not moving")
-    def held(self, delivery: Delivery) -> str:
-        held = delivery_held(delivery=delivery, now=utcnow())
-        return "- (finished)" if held is None else held.text
-
-    @admin.display(description="event type", ordering="event__type")
-    def event_type(self, delivery: Delivery) -> str:
-        return delivery.event.type
-
-    @admin.display(description="endpoint")
-    def endpoint_url(self, delivery: Delivery) -> str:
-        return delivery.endpoint.url
-
-    @admin.display(description="merchant")
-    def merchant(self, delivery: Delivery) -> str:
-        return delivery.endpoint.merchant.slug
-
-    @admin.display(description="event")
-    def event_link(self, delivery: Delivery) -> str:
-        url = reverse("admin:deliveries_event_change", args=[delivery.event_id])
-        return format_html('<a href="{}">{}</a>', url, delivery.event_id)
-
-    @admin.display(description="endpoint")
-    def endpoint_link(self, delivery: Delivery) -> str:
-        url = reverse("admin:endpoints_endpoint_change", args=[delivery.endpoint_id])
-        return format_html(
-            '<a href="{}">{}</a> {}', url, delivery.endpoint_id, delivery.endpoint.url
-        )
-
-    @admin.display(description="replay")
-    def replay_button(self, delivery: Delivery) -> str:
-        if delivery.status not in admin_views.REPLAYABLE:
-            return "-"
-        url = reverse("admin:deliveries_delivery_replay", args=[delivery.pk])
-        # formaction posts the surrounding changelist form, which carries the
-        # CSRF token; a form cannot be nested inside it.
-        return format_html(
-            '<button type="submit" class="button replay-button" formmethod="post" '
-            'formaction="{}?{}">Replay</button>',
-            url,
-            urlencode({"next": self._changelist_url()}),
-        )
-
-    def _changelist_url(self) -> str:
-        return reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_changelist")
-
     @admin.action(description="Replay selected deliveries", permissions=["change"])
     def replay_selected(self, request, queryset) -> None:
         admin_views.replay_many(self, request, queryset)
@@ -255,7 +151,7 @@ class ReplayableAdmin(admin.ModelAdmin):
     def change_view(self, request, object_id, form_url="", extra_context=None):
         extra_context = extra_context or {}
         extra_context["can_replay"] = self.has_change_permission(request)
-        extra_context["replay_statuses"] = admin_views.REPLAYABLE
+        extra_context["replay_statuses"] = REPLAYABLE
         # Every field is read-only: state changes go through Replay alone.
         extra_context["show_save"] = extra_context["show_save_and_continue"] = False
         extra_context["show_save_and_add_another"] = False
@@ -265,21 +161,19 @@ class ReplayableAdmin(admin.ModelAdmin):
 @admin.register(Delivery)
 class DeliveryAdmin(ReplayableAdmin):
     list_display = (
-        "id",
+        "delivery_column",
         "state",
         "event_type",
-        "endpoint_url",
-        "merchant",
-        "attempt_count",
-        "last_status_code",
-        "last_error",
-        "created_at",
+        "endpoint_column",
+        "attempts",
+        "last_result",
         "replay_button",
     )
+    list_display_links = None  # the delivery column links to the page
     list_filter = (
         "status",
         ("endpoint__merchant", admin.RelatedFieldListFilter),
-        ("endpoint", admin.RelatedFieldListFilter),
+        EndpointFilter,
         "created_at",
     )
     search_fields = ("=id",)  # the search itself is get_search_results
@@ -301,19 +195,17 @@ class DeliveryAdmin(ReplayableAdmin):
 @admin.register(DeadLetter)
 class DeadLetterAdmin(ReplayableAdmin):
     list_display = (
-        "id",
-        "dead_at",
-        "endpoint_url",
-        "merchant",
+        "delivery_column",
+        "endpoint_column",
         "event_type",
-        "last_status_code",
-        "last_error",
-        "attempts",
+        "last_result",
+        "attempts_in_budget",
         "replay_button",
     )
+    list_display_links = None  # the delivery column links to the page
     list_filter = (
         ("endpoint__merchant", admin.RelatedFieldListFilter),
-        ("endpoint", admin.RelatedFieldListFilter),
+        EndpointFilter,
         "dead_at",
     )
     search_fields = ("=id",)
@@ -324,7 +216,7 @@ class DeadLetterAdmin(ReplayableAdmin):
         return super().get_queryset(request).filter(status=Delivery.Status.DEAD)
 
     @admin.display(description="attempts")
-    def attempts(self, delivery: Delivery) -> int:
+    def attempts_in_budget(self, delivery: Delivery) -> int:
         return delivery.attempts_in_budget
 
     def get_urls(self):

@@ -30,7 +30,6 @@ from deliveries.services import ReplayRefused, deliveries_recover, delivery_repl
 from endpoints.models import Endpoint
 from relayproject.clock import utcnow
 
-REPLAYABLE = (Delivery.Status.DEAD, Delivery.Status.SUCCEEDED)
 DEFAULT_WINDOW = "24h"
 BEGINNING = datetime(1970, 1, 1, tzinfo=UTC)
 

@@ -52,6 +52,8 @@ class HeldEndpoint:
 
 
 def _held_counts(endpoint_ids: list[str]) -> dict[str, int]:
+    if not endpoint_ids:
+        return {}
     # One grouped query over the (endpoint, status, created_at) index.
     rows = (
         Delivery.objects.filter(endpoint_id__in=endpoint_ids, status__in=UNFINISHED)

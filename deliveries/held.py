@@ -156,4 +156,4 @@ def delivery_held(*, delivery: Delivery, now: datetime) -> Held | None:
             HeldKind.SCHEDULED, f"waiting: due at {at}", delivery.next_attempt_at
         )
     since = when(delivery.next_attempt_at, now=now)
-    return Held(HeldKind.DUE, f"due since {since}: the next claim sends it", None)
+    return Held(HeldKind.DUE, f"due since {since}", None)

@@ -16,11 +16,11 @@ from django.utils.html import format_html
 from django.utils.http import urlencode
 
 from endpoints.admin_memberships import MembershipGrantsLogged, MembershipInline
+from endpoints.admin_present import breaker_words, cut, deliveries_links, ms, percent
 from endpoints.catalogue import fields_errors as catalogue_field_errors
 from endpoints.models import (
     ApiKey,
     Endpoint,
-    EndpointHealth,
     EndpointSecret,
     EventType,
     Merchant,
@@ -140,7 +140,7 @@ class EndpointActions:
 class EndpointAdmin(EndpointActions, admin.ModelAdmin):
     list_display = (
         "id",
-        "url",
+        "url_cut",
         "merchant",
         "is_active",
         "breaker_state",
@@ -185,6 +185,10 @@ class EndpointAdmin(EndpointActions, admin.ModelAdmin):
     def has_add_permission(self, request) -> bool:
         return False
 
+    @admin.display(description="url", ordering="url")
+    def url_cut(self, endpoint: Endpoint) -> str:
+        return cut(endpoint.url, "wide")
+
     @admin.display(description="breaker", ordering="health__breaker_state")
     def breaker_state(self, endpoint: Endpoint) -> str:
         return endpoint.health.get_breaker_state_display()
@@ -193,89 +197,27 @@ class EndpointAdmin(EndpointActions, admin.ModelAdmin):
         description="p95 ms", ordering=F("health__p95_ms").desc(nulls_last=True)
     )
     def p95_ms(self, endpoint: Endpoint) -> str:
-        p95 = endpoint.health.p95_ms
-        return "-" if p95 is None else f"{p95:.0f}"
+        return ms(endpoint.health.p95_ms)
 
     @admin.display(description="health")
     def health_summary(self, endpoint: Endpoint) -> str:
         h = endpoint.health
-        url = reverse("admin:endpoints_endpointhealth_change", args=[h.pk])
-
-        def ms(value):
-            return "-" if value is None else f"{value:.0f} ms"
-
-        rate = "-" if h.success_rate is None else f"{h.success_rate:.1%}"
         return format_html(
-            '<a href="{}">{}</a>; {} consecutive failures (threshold {}), '
-            "cooldown {} s, opened at {}{}; p50 {} / p95 {} / p99 {} over {} "
-            "attempts in 24 h; success {}{}",
-            url,
-            h.get_breaker_state_display(),
-            h.consecutive_failures,
-            h.failure_threshold,
-            f"{h.cooldown_seconds:.0f}",
-            h.opened_at or "-",
-            f" ({h.breaker_reason})" if h.breaker_reason else "",
+            '<a href="{}">{}</a>; p50 {} / p95 {} / p99 {} ms over {} attempts in '
+            "24 h; success {}{}",
+            reverse("admin:endpoints_endpointhealth_change", args=[h.pk]),
+            breaker_words(h),
             ms(h.p50_ms),
             ms(h.p95_ms),
             ms(h.p99_ms),
             h.sample_count,
-            rate,
+            percent(h.success_rate),
             "; SLOW" if h.is_slow else "",
         )
 
     @admin.display(description="deliveries")
     def deliveries_links(self, endpoint: Endpoint) -> str:
-        query = urlencode({"endpoint__id__exact": endpoint.pk})
-        return format_html(
-            '<a href="{}?{}">deliveries</a> · <a href="{}?{}">dead letters</a>',
-            reverse("admin:deliveries_delivery_changelist"),
-            query,
-            reverse("admin:deliveries_deadletter_changelist"),
-            query,
-        )
-
-
-@admin.register(EndpointHealth)
-class EndpointHealthAdmin(EndpointActions, admin.ModelAdmin):
-    list_display = (
-        "endpoint_link",
-        "breaker_state",
-        "consecutive_failures",
-        "failure_threshold",
-        "cooldown_seconds",
-        "opened_at",
-        "p50_ms",
-        "p95_ms",
-        "p99_ms",
-        "sample_count",
-        "success_rate",
-        "is_slow",
-        "stats_refreshed_at",
-    )
-    list_select_related = ("endpoint",)
-    list_filter = ("breaker_state", "is_slow")
-    search_fields = ("=endpoint__id", "endpoint__url")
-    ordering = (F("p95_ms").desc(nulls_last=True),)
-    readonly_fields = [f.name for f in EndpointHealth._meta.fields] + ["endpoint_link"]
-
-    def _endpoints(self, queryset) -> list[Endpoint]:
-        return [health.endpoint for health in queryset.select_related("endpoint")]
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
-
-    @admin.display(description="endpoint", ordering="endpoint__url")
-    def endpoint_link(self, health: EndpointHealth) -> str:
-        return format_html(
-            '<a href="{}">{}</a> {}',
-            reverse("admin:endpoints_endpoint_change", args=[health.endpoint_id]),
-            health.endpoint_id,
-            health.endpoint.url,
-        )
+        return deliveries_links(endpoint.pk)
 
 
 class ApiKeyCreateForm(forms.ModelForm):
@@ -346,6 +288,10 @@ class ApiKeyAdmin(admin.ModelAdmin):
         add_never_cache_headers(response)
         return response
 
+    def has_delete_permission(self, request, obj=None) -> bool:
+        # Revoke, never delete: the row is the history of who could call the API.
+        return False
+
     @admin.action(description="Revoke selected keys", permissions=["change"])
     def revoke_selected(self, request, queryset) -> None:
         revoked = 0
@@ -391,3 +337,7 @@ class EventTypeAdmin(admin.ModelAdmin):
     @admin.display(boolean=True, description="schema")
     def has_schema(self, event_type: EventType) -> bool:
         return event_type.schema is not None
+
+
+# The health list registers itself; imported here so admin autodiscovery sees it.
+from endpoints import admin_health  # noqa: E402, F401

@@ -132,6 +132,9 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
+# Times with seconds and the zone everywhere Django formats one (the admin):
+# relayproject/formats/en/formats.py.
+FORMAT_MODULE_PATH = ["relayproject.formats"]
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"

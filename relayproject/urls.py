@@ -10,6 +10,10 @@ from deliveries.metrics import metrics_view
 from relayproject import demo, views
 from relayproject.api import api
 
+# The console's lists need the full width at 1280 px more than a second menu:
+# the index page lists every model.
+admin.site.enable_nav_sidebar = False
+
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="portal:home"), name="root"),
     path("portal/", include("endpoints.portal.urls")),

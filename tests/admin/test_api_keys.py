@@ -55,3 +55,19 @@ def test_revoke_selected_revokes_and_logs(admin_client):
     assert (
         LogEntry.objects.get(object_id=str(key.pk)).change_message == "Revoked the key."
     )
+
+
+def test_keys_are_revoked_never_deleted_so_their_history_stays(admin_client):
+    key, _ = apikey_create(name="old", merchant=None)
+    changelist = admin_client.get(reverse("admin:endpoints_apikey_changelist"))
+
+    actions = [
+        choice[0]
+        for choice in changelist.context["action_form"].fields["action"].choices
+    ]
+    assert "revoke_selected" in actions and "delete_selected" not in actions
+    delete = admin_client.post(
+        reverse("admin:endpoints_apikey_delete", args=[key.pk]), {"post": "yes"}
+    )
+    assert delete.status_code == 403
+    assert ApiKey.objects.filter(pk=key.pk).exists()

@@ -71,7 +71,7 @@ TABLE = {
         "+2s",
     ),
     "retry": (HeldKind.RETRY_SCHEDULED, "waiting: retry at {+1h}", "+1h"),
-    "due": (HeldKind.DUE, "due since {-1h}: the next claim sends it", None),
+    "due": (HeldKind.DUE, "due since {-1h}", None),
 }
 OFFSETS = {"+1h": HOUR, "+2s": timedelta(seconds=2), "-1h": -HOUR}
 
