@@ -19,6 +19,7 @@ from deliveries.admin_columns import (
     page_fields,
 )
 from deliveries.models import DeadLetter, Delivery, Event
+from relayproject.pagination import EstimatedCountPaginator
 
 
 class DeliveryInline(admin.TabularInline):
@@ -55,6 +56,7 @@ class EventAdmin(admin.ModelAdmin):
     list_filter = (("merchant", admin.RelatedFieldListFilter), "created_at")
     search_fields = ("=id", "=type")
     show_full_result_count = False
+    paginator = EstimatedCountPaginator
     ordering = ("-id",)  # ids are time-ordered: the primary key index sorts them
     inlines = (DeliveryInline,)
     readonly_fields = (
@@ -82,6 +84,7 @@ class ReplayableAdmin(DeliveryColumns, admin.ModelAdmin):
     list_select_related = ("event", "endpoint__merchant", "endpoint__health")
     search_help_text = "A delivery id (dlv_…), event id (evt_…), endpoint id (ep_…) or part of an endpoint URL."
     show_full_result_count = False
+    paginator = EstimatedCountPaginator
     list_per_page = 50
     actions = ("replay_selected",)
     inlines = (AttemptInline,)

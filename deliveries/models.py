@@ -31,6 +31,7 @@ class Event(models.Model):
         indexes = [
             models.Index(fields=["merchant", "created_at"]),
             models.Index(fields=["merchant", "type"]),
+            models.Index(fields=["merchant", "-id"], name="event_merchant_newest_idx"),
         ]
         constraints = [
             models.UniqueConstraint(
@@ -110,6 +111,14 @@ class Delivery(models.Model):
             ),
             models.Index(fields=["endpoint", "status", "created_at"]),
             models.Index(fields=["status", "created_at"]),
+            # The admin lists: newest first (time-ordered ids), by endpoint or
+            # by status, read from the index in order and stopped at a page.
+            models.Index(
+                fields=["endpoint", "-id"], name="delivery_endpoint_newest_idx"
+            ),
+            models.Index(fields=["status", "-id"], name="delivery_status_newest_idx"),
+            # Windows by publish time (latency from publish over 24 h).
+            models.Index(fields=["created_at"], name="delivery_created_idx"),
             models.Index(
                 fields=["dead_at"], condition=Q(status="dead"), name="delivery_dead_idx"
             ),
@@ -167,8 +176,14 @@ class Attempt(models.Model):
     outcome = models.CharField(max_length=16, choices=Outcome.choices)
 
     class Meta:
-        ordering = ["delivery", "number"]
-        indexes = [models.Index(fields=["endpoint", "started_at"])]
+        # delivery_id, not delivery: ordering by the relation would join
+        # deliveries to sort by their own ordering.
+        ordering = ["delivery_id", "number"]
+        indexes = [
+            models.Index(fields=["endpoint", "started_at"]),
+            # The 24 h statistics of every endpoint read one range of it.
+            models.Index(fields=["started_at"], name="attempt_started_idx"),
+        ]
         constraints = [
             models.UniqueConstraint(
                 fields=["delivery", "number"], name="attempt_unique_number"

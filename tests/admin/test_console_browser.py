@@ -208,3 +208,16 @@ def test_a_delivery_page_shows_the_body_times_and_no_next_attempt_when_done(
     assert "Next attempt" not in text
     assert now.strftime("%Y-%m-%d %H:%M:%S UTC") in text
     assert "10 ms" in text or "10\n" in text  # the attempt's 10.0 ms, whole
+
+
+def test_the_console_on_a_phone_keeps_wide_tables_inside_their_box(live_server):
+    """At 390 px the admin's own responsive CSS applies; what is ours must not
+    push the page wider (alerts, chart, held reasons)."""
+    console()
+    with chromium_page(width=390, height=844) as page:
+        sign_in(page, live_server)
+        for name in ("admin-pipeline", "admin-deliveries", "admin-endpoint-health"):
+            page.goto(f"{live_server.url}{PAGES[name]}")
+            shot(page, f"{name}-390")
+        page.goto(f"{live_server.url}{PAGES['admin-pipeline']}")
+        assert overflow(page) <= 0
