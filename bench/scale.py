@@ -2,7 +2,8 @@
 
 Seeds its own PostgreSQL database with SQL (INSERT ... SELECT generate_series,
 about a minute): 50 endpoints of one merchant with skewed traffic, 1 M events
-and deliveries over 30 days (90 % succeeded, 5 % dead, 5 % pending), 1.5 M
+and deliveries over 30 days (90 % succeeded, 5 % dead, the newest 5 % pending
+and 1 % of those due now), 1.5 M
 attempts, an open breaker holding a backlog. Then times every admin page,
 every portal page, `relay_status`, `refresh_endpoint_stats` and /metrics,
 in process through Django's test client (no HTTP server: the figures are the
@@ -78,7 +79,9 @@ FROM generate_series(1, %(rows)s) AS i;
 CREATE TEMP TABLE seed_plan AS
 SELECT i,
        (%(endpoints)s::text[])[1 + least(49, floor(-ln(1 - random()) * 9))::int] AS endpoint_id,
-       CASE WHEN i %% 20 = 0 THEN 'dead' WHEN i %% 20 = 1 THEN 'pending'
+       -- The backlog is the newest 5 %% (pending rows are recent in a live
+       -- system); about 5 %% of the rest died.
+       CASE WHEN i > %(rows)s * 0.95 THEN 'pending' WHEN i %% 19 = 0 THEN 'dead'
             ELSE 'succeeded' END AS status,
        %(start)s::timestamptz + (i * %(step)s) * interval '1 second' AS created_at,
        20 + (random() * random() * 3000) AS ms
@@ -89,8 +92,10 @@ INSERT INTO deliveries_delivery (id, event_id, endpoint_id, status, attempt_coun
     last_status_code, last_error, last_response_ms, created_at, succeeded_at, dead_at)
 SELECT 'dlv_s' || lpad(i::text, 10, '0'), 'evt_s' || lpad(i::text, 10, '0'),
        endpoint_id, status, 1 + i %% 2, 0,
-       CASE WHEN status = 'pending' THEN now() + random() * interval '1 hour'
-            ELSE created_at END,
+       -- 1 %% of the backlog is due now, the rest waits for a retry.
+       CASE WHEN status <> 'pending' THEN created_at
+            WHEN i %% 100 = 0 THEN now() - interval '1 second'
+            ELSE now() + interval '1 hour' + random() * interval '1 hour' END,
        '', NULL, created_at + interval '1 second',
        CASE WHEN status = 'succeeded' THEN 200 ELSE 500 END,
        CASE WHEN status = 'succeeded' THEN '' ELSE 'HTTP 500' END,
