@@ -63,13 +63,25 @@ def ensure_database(database_url: str) -> None:
             conn.execute(f'CREATE DATABASE "{name}"')
 
 
-# Ids are the prefix and a zero-padded sequence number that grows with
-# created_at, so they sort by time like the real (ULID-based) ids.
+# Ids have the shape of relayproject.ids: the prefix, 10 base32 characters of
+# the creation time in ms (so they sort by time and land in their day's
+# partition), then 16 more (here the row number, so they are unique).
 SEED_SQL = """
+CREATE OR REPLACE FUNCTION pg_temp.b32(v bigint, len int) RETURNS text AS $$
+  SELECT string_agg(substr('0123456789abcdefghjkmnpqrstvwxyz',
+                           ((v >> (5 * (len - 1 - k))) & 31)::int + 1, 1), '' ORDER BY k)
+  FROM generate_series(0, len - 1) AS k
+$$ LANGUAGE sql IMMUTABLE;
+CREATE OR REPLACE FUNCTION pg_temp.seed_id(prefix text, at timestamptz, i bigint)
+RETURNS text AS $$
+  SELECT prefix || '_' || pg_temp.b32((extract(epoch FROM at) * 1000)::bigint, 10)
+         || '000000' || pg_temp.b32(i, 10)
+$$ LANGUAGE sql IMMUTABLE;
 SELECT setseed(0.42);
 INSERT INTO deliveries_event (id, merchant_id, type, data, created_at,
     idempotency_scope, idempotency_key, request_fingerprint, traceparent)
-SELECT 'evt_s' || lpad(i::text, 10, '0'), %(merchant)s,
+SELECT pg_temp.seed_id('evt', %(start)s::timestamptz + (i * %(step)s) * interval '1 second', i),
+       %(merchant)s,
        (%(types)s::text[])[1 + i %% 5],
        jsonb_build_object('order', i, 'amount', i %% 1000, 'currency', 'EUR'),
        %(start)s::timestamptz + (i * %(step)s) * interval '1 second', '', NULL, '', ''
@@ -78,6 +90,8 @@ FROM generate_series(1, %(rows)s) AS i;
 -- Skewed traffic: endpoint k gets about twice the share of endpoint k + 6.
 CREATE TEMP TABLE seed_plan AS
 SELECT i,
+       pg_temp.seed_id('dlv', %(start)s::timestamptz + (i * %(step)s) * interval '1 second', i) AS id,
+       pg_temp.seed_id('evt', %(start)s::timestamptz + (i * %(step)s) * interval '1 second', i) AS event_id,
        (%(endpoints)s::text[])[1 + least(49, floor(-ln(1 - random()) * 9))::int] AS endpoint_id,
        -- The backlog is the newest 5 %% (pending rows are recent in a live
        -- system); about 5 %% of the rest died.
@@ -90,8 +104,7 @@ FROM generate_series(1, %(rows)s) AS i;
 INSERT INTO deliveries_delivery (id, event_id, endpoint_id, status, attempt_count,
     budget_start, next_attempt_at, claimed_by, claimed_until, last_attempt_at,
     last_status_code, last_error, last_response_ms, created_at, succeeded_at, dead_at)
-SELECT 'dlv_s' || lpad(i::text, 10, '0'), 'evt_s' || lpad(i::text, 10, '0'),
-       endpoint_id, status, 1 + i %% 2, 0,
+SELECT id, event_id, endpoint_id, status, 1 + i %% 2, 0,
        -- 1 %% of the backlog is due now, the rest waits for a retry.
        CASE WHEN status <> 'pending' THEN created_at
             WHEN i %% 100 = 0 THEN now() - interval '1 second'
@@ -107,7 +120,7 @@ FROM seed_plan;
 INSERT INTO deliveries_attempt (delivery_id, endpoint_id, number, started_at,
     response_ms, status_code, error_kind, error_message, response_body, worker_id,
     outcome)
-SELECT 'dlv_s' || lpad(i::text, 10, '0'), endpoint_id, n,
+SELECT id, endpoint_id, n,
        created_at + n * interval '1 second', ms,
        CASE WHEN n = 1 + i %% 2 AND status = 'succeeded' THEN 200 ELSE 500 END,
        '', CASE WHEN n = 1 + i %% 2 AND status = 'succeeded' THEN '' ELSE 'HTTP 500' END,
@@ -124,6 +137,7 @@ def seed(rows: int) -> float:
     from django.core.management import call_command
     from django.db import connection
 
+    from deliveries.partitions import partitions_ensure
     from endpoints.models import ApiKey, EndpointHealth, Membership, Merchant
     from endpoints.services import apikey_create, endpoint_breaker_open, endpoint_create
 
@@ -145,6 +159,8 @@ def seed(rows: int) -> float:
         apikey_create(name=f"service-{n}", merchant=merchant if n % 2 else None)
     now = datetime.now(UTC)
     start = now - timedelta(days=30)
+    # A partition per day of the history, as a month of running would have made.
+    partitions_ensure(first=start.date(), last=now.date() + timedelta(days=1))
     step = 30 * 86400 / rows
     with connection.cursor() as cursor:
         cursor.execute(

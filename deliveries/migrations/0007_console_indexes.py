@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('deliveries', '0005_dispatcher_heartbeat'),
+        ('deliveries', '0006_partition_history'),
         ('endpoints', '0002_membership_grant_permission'),
     ]
 
