@@ -18,7 +18,7 @@ from deliveries.admin_columns import (
     EndpointFilter,
     page_fields,
 )
-from deliveries.models import DeadLetter, Delivery, Event
+from deliveries.models import DeadLetter, Delivery, DispatcherHeartbeat, Event
 from relayproject.pagination import EstimatedCountPaginator
 
 
@@ -241,3 +241,18 @@ class DeadLetterAdmin(ReplayableAdmin):
         extra_context = extra_context or {}
         extra_context.update(admin_views.analysis_context(window=window))
         return super().changelist_view(request, extra_context)
+
+
+@admin.register(DispatcherHeartbeat)
+class DispatcherHeartbeatAdmin(admin.ModelAdmin):
+    """The dispatchers' heartbeats; deleting a stale row dismisses its alert."""
+
+    list_display = ("worker_id", "hostname", "pid", "started_at", "last_seen_at")
+    ordering = ("-last_seen_at",)
+    readonly_fields = list_display
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
