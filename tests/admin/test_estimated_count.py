@@ -45,7 +45,8 @@ def test_beyond_the_cap_never_answers_fewer_than_the_cap(rows):
 def test_beyond_the_cap_on_postgresql_asks_the_planner(rows):
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE deliveries_delivery")
-    assert SmallCap(Delivery.objects.all(), 2).count == 8
+    # Partitions the statistics have not seen add a guess of their own.
+    assert 8 <= SmallCap(Delivery.objects.all(), 2).count <= 50
 
 
 def test_attempts_sort_without_joining_deliveries():
