@@ -66,22 +66,28 @@ def ensure_database(database_url: str) -> None:
 # Ids have the shape of relayproject.ids: the prefix, 10 base32 characters of
 # the creation time in ms (so they sort by time and land in their day's
 # partition), then 16 more (here the row number, so they are unique).
+def _b32(value: str, length: int) -> str:
+    """SQL for the base32 characters of relayproject.ids: one expression per row."""
+    alphabet = "0123456789abcdefghjkmnpqrstvwxyz"
+    return " || ".join(
+        f"substr('{alphabet}', (({value} >> {5 * (length - 1 - k)}) & 31)::int + 1, 1)"
+        for k in range(length)
+    )
+
+
+_AT = "(%(start)s::timestamptz + (i * %(step)s) * interval '1 second')"
+_MS = f"(extract(epoch FROM {_AT}) * 1000)::bigint"
+
+
+def _id(prefix: str) -> str:
+    return f"'{prefix}_' || {_b32(_MS, 10)} || '000000' || {_b32('i', 10)}"
+
+
 SEED_SQL = """
-CREATE OR REPLACE FUNCTION pg_temp.b32(v bigint, len int) RETURNS text AS $$
-  SELECT string_agg(substr('0123456789abcdefghjkmnpqrstvwxyz',
-                           ((v >> (5 * (len - 1 - k))) & 31)::int + 1, 1), '' ORDER BY k)
-  FROM generate_series(0, len - 1) AS k
-$$ LANGUAGE sql IMMUTABLE;
-CREATE OR REPLACE FUNCTION pg_temp.seed_id(prefix text, at timestamptz, i bigint)
-RETURNS text AS $$
-  SELECT prefix || '_' || pg_temp.b32((extract(epoch FROM at) * 1000)::bigint, 10)
-         || '000000' || pg_temp.b32(i, 10)
-$$ LANGUAGE sql IMMUTABLE;
 SELECT setseed(0.42);
 INSERT INTO deliveries_event (id, merchant_id, type, data, created_at,
     idempotency_scope, idempotency_key, request_fingerprint, traceparent)
-SELECT pg_temp.seed_id('evt', %(start)s::timestamptz + (i * %(step)s) * interval '1 second', i),
-       %(merchant)s,
+SELECT EVT_ID, %(merchant)s,
        (%(types)s::text[])[1 + i %% 5],
        jsonb_build_object('order', i, 'amount', i %% 1000, 'currency', 'EUR'),
        %(start)s::timestamptz + (i * %(step)s) * interval '1 second', '', NULL, '', ''
@@ -90,8 +96,7 @@ FROM generate_series(1, %(rows)s) AS i;
 -- Skewed traffic: endpoint k gets about twice the share of endpoint k + 6.
 CREATE TEMP TABLE seed_plan AS
 SELECT i,
-       pg_temp.seed_id('dlv', %(start)s::timestamptz + (i * %(step)s) * interval '1 second', i) AS id,
-       pg_temp.seed_id('evt', %(start)s::timestamptz + (i * %(step)s) * interval '1 second', i) AS event_id,
+       DLV_ID AS id, EVT_ID AS event_id,
        (%(endpoints)s::text[])[1 + least(49, floor(-ln(1 - random()) * 9))::int] AS endpoint_id,
        -- The backlog is the newest 5 %% (pending rows are recent in a live
        -- system); about 5 %% of the rest died.
@@ -127,7 +132,7 @@ SELECT id, endpoint_id, n,
        'ok', 'seed',
        CASE WHEN n < 1 + i %% 2 OR status = 'pending' THEN 'retry' ELSE status END
 FROM seed_plan, generate_series(1, 1 + i %% 2) AS n;
-"""
+""".replace("DLV_ID", _id("dlv")).replace("EVT_ID", _id("evt"))
 
 
 def seed(rows: int) -> float:
