@@ -44,6 +44,8 @@ def configure(database_url: str) -> None:
         ALLOWED_HOSTS="testserver",
         RELAY_ALLOW_PRIVATE_DESTINATIONS="true",
         LOG_LEVEL="WARNING",
+        # A fixed Fernet key (32 bytes, base64): the bench database only.
+        RELAY_ENCRYPTION_KEYS="YmVuY2gtc2NhbGUta2V5LTAxMjM0NTY3ODlhYmNkZWY=",
     )
     import django
 
