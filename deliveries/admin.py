@@ -168,10 +168,9 @@ class DeliveryAdmin(ReplayableAdmin):
         "state",
         "event_type",
         "endpoint_column",
-        "attempts",
         "last_result",
         "replay_button",
-    )
+    )  # attempts are on the page; the state says when the next one is
     list_display_links = None  # the delivery column links to the page
     list_filter = (
         "status",
@@ -202,9 +201,8 @@ class DeadLetterAdmin(ReplayableAdmin):
         "endpoint_column",
         "event_type",
         "last_result",
-        "attempts_in_budget",
         "replay_button",
-    )
+    )  # attempts per endpoint are in the analysis above, per row on its page
     list_display_links = None  # the delivery column links to the page
     list_filter = (
         ("endpoint__merchant", admin.RelatedFieldListFilter),
@@ -217,10 +215,6 @@ class DeadLetterAdmin(ReplayableAdmin):
 
     def get_queryset(self, request):
         return super().get_queryset(request).filter(status=Delivery.Status.DEAD)
-
-    @admin.display(description="attempts")
-    def attempts_in_budget(self, delivery: Delivery) -> int:
-        return delivery.attempts_in_budget
 
     def get_urls(self):
         return [

@@ -187,7 +187,7 @@ class EndpointAdmin(EndpointActions, admin.ModelAdmin):
 
     @admin.display(description="url", ordering="url")
     def url_cut(self, endpoint: Endpoint) -> str:
-        return cut(endpoint.url, "wide")
+        return cut(endpoint.url)
 
     @admin.display(description="breaker", ordering="health__breaker_state")
     def breaker_state(self, endpoint: Endpoint) -> str:

@@ -114,11 +114,18 @@ def overflow(page) -> int:
 
 
 def outside(page, selector: str) -> list[str]:
-    """The matches of `selector` that are cut by the right edge of the window."""
+    """The matches of `selector` cut by the window or by a box that clips them
+    (the changelist's table scrolls inside its own box)."""
     return page.evaluate(
-        """(selector) => [...document.querySelectorAll(selector)]
-            .filter(el => el.getBoundingClientRect().right > window.innerWidth)
-            .map(el => el.outerHTML.slice(0, 80))""",
+        """(selector) => [...document.querySelectorAll(selector)].filter(el => {
+            let right = window.innerWidth;
+            for (let box = el.parentElement; box; box = box.parentElement) {
+              if (getComputedStyle(box).overflowX !== "visible") {
+                right = Math.min(right, box.getBoundingClientRect().right);
+              }
+            }
+            return el.getBoundingClientRect().right > right + 1;
+          }).map(el => el.outerHTML.slice(0, 80))""",
         selector,
     )
 
