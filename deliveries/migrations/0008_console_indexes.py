@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('deliveries', '0006_partition_history'),
+        ('deliveries', '0007_fair_claim_indexes'),
         ('endpoints', '0002_membership_grant_permission'),
     ]
 
