@@ -225,6 +225,17 @@ class RssWatch:
         return max(self.peak.values()) if self.peak and not PY_SPY else None
 
 
+def stop_gracefully(proc: subprocess.Popen) -> None:
+    """SIGTERM the dispatcher; under py-spy, its child, so that py-spy sees
+    its target end and writes the profile (a SIGTERM would kill py-spy)."""
+    if not PY_SPY:
+        proc.send_signal(signal.SIGTERM)
+        return
+    for task in Path(f"/proc/{proc.pid}/task").glob("*/children"):
+        for child in task.read_text().split():
+            os.kill(int(child), signal.SIGTERM)
+
+
 def load_now() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
@@ -453,7 +464,7 @@ def run_steady(
     while len(receiver.dump()) < expected and time.monotonic() < deadline:
         time.sleep(0.2)
     for proc in procs:
-        proc.send_signal(signal.SIGTERM)
+        stop_gracefully(proc)
     notes = stop_all(procs, deadline=time.monotonic() + 30)
     created = {k: v for k, v in created_at_by_event().items() if k not in warmup_ids}
     received = [r for r in receiver.dump() if r[1] in created]
