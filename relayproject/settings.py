@@ -214,6 +214,10 @@ LOGGING = logging_config(log_format=LOG_FORMAT, level=env("LOG_LEVEL", default="
 LOGGING["loggers"]["axes"] = {"level": "INFO"}
 LOGGING["loggers"]["axes.apps"] = {"level": "WARNING"}  # not its banner per command
 
+# Send a W3C traceparent header to receivers (the send span's context). Off:
+# it would show internal trace ids to merchants (README, "Tracing and logs").
+RELAY_SEND_TRACEPARENT = env.bool("RELAY_SEND_TRACEPARENT", default=False)
+
 # --- webhook-relay (CONTRACT.md section 2) ---------------------------------
 BATCH_SIZE = env.int("BATCH_SIZE", default=50)
 HTTP_TIMEOUT_SECONDS = env.float("HTTP_TIMEOUT_SECONDS", default=10)

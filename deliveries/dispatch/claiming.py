@@ -47,6 +47,7 @@ class Claim:
     delivery_ids: list[str] = field(default_factory=list)
     probe_ids: set[str] = field(default_factory=set)
     reclaimed: int = 0
+    reclaimed_ids: set[str] = field(default_factory=set)  # of delivery_ids, resent
     dead_on_reclaim: int = 0
     # Endpoints skipped because another claim was counting them: not dry.
     contended: int = 0
@@ -326,6 +327,7 @@ def _take(
             next_attempt_at=claim.lease_until,
         )
     claim.delivery_ids.extend(taken)
+    claim.reclaimed_ids.update(resend)
     claim.reclaimed += len(expired)
     claim.dead_on_reclaim += len(exhausted)
     return taken
@@ -334,11 +336,13 @@ def _take(
 def log_claim(claim: Claim) -> None:
     """Log the leases a committed claim found expired; never inside its transaction."""
     for lost in claim.lost:
+        ids = {"delivery_id": lost["id"], "endpoint_id": lost["endpoint_id"]}
         logger.warning(
             "reclaimed delivery=%s endpoint=%s lost_by=%s",
             lost["id"],
             lost["endpoint_id"],
             lost["claimed_by"],
+            extra=ids,
         )
         # The same line every other attempt gets, so one grep shows them all.
         logger.info(
@@ -348,6 +352,7 @@ def log_claim(claim: Claim) -> None:
             lost["number"],
             "dead" if lost["dead"] else "retry",
             LEASE_EXPIRED,
+            extra=ids,
         )
     claim.lost = []
 

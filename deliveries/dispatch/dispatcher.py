@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 
 from django.db import connections
 
-from deliveries.dispatch import claiming, counters, gate
+from deliveries.dispatch import claiming, counters, gate, spans
 from deliveries.dispatch.jobs import Job, jobs_load
 from deliveries.dispatch.returns import DB_BACKOFF_SECONDS, DB_ERRORS, Returns, Stats
 from deliveries.dispatch.sendloop import Capacity, Finished, SendLoop, Stopped
@@ -260,6 +260,10 @@ class Dispatcher(Returns):
     def _claim(self) -> int:
         """Claim probes and a batch and hand them to the loop; rows handled
         (0: nothing due)."""
+        with spans.claim_span(worker_id=self.worker_id) as span:
+            return self._claim_traced(span)
+
+    def _claim_traced(self, span) -> int:
         now = self.clock.now()
         probes = claiming.Claim(lease_until=now)
         if time.monotonic() >= self._probes_after:
@@ -277,6 +281,12 @@ class Dispatcher(Returns):
             limit=room - len(probes.delivery_ids),
         )
         handled = self._count_reclaimed(probes, batch)
+        spans.claim_span_end(
+            span,
+            claimed=len(probes.delivery_ids) + len(batch.delivery_ids),
+            reclaimed=probes.reclaimed + batch.reclaimed,
+            probes=len(probes.probe_ids),
+        )
         # Endpoints another claim was counting were skipped, not empty: not dry.
         handled += batch.contended
         for claim in (probes, batch):
@@ -290,6 +300,7 @@ class Dispatcher(Returns):
                     lease_until=claim.lease_until,
                     probe_ids=claim.probe_ids,
                     now=now,
+                    reclaimed_ids=claim.reclaimed_ids,
                 ),
                 now=now,
             )

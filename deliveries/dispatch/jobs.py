@@ -30,6 +30,11 @@ class Job:
     lease_until: datetime  # the claim's lease: the fence its outcome must match
     # The endpoint's custom headers; the relay's own headers are set over them.
     headers: Mapping[str, str] = field(default_factory=dict)
+    # For traces, logs and latency (relayproject/tracing.py, relayproject/logs.py).
+    merchant_id: int | None = None
+    published_at: datetime | None = None  # the event's created_at
+    traceparent: str = ""  # the relay.publish span to link the send span to
+    is_reclaim: bool = False  # taken over from a dispatcher whose lease ran out
 
 
 def jobs_load(
@@ -38,6 +43,7 @@ def jobs_load(
     lease_until: datetime,
     probe_ids: set[str],
     now: datetime,
+    reclaimed_ids: set[str] = frozenset(),
 ) -> list[Job]:
     """Two queries for a whole batch: deliveries with event and endpoint, then secrets."""
     rows = list(
@@ -51,6 +57,8 @@ def jobs_load(
             "event__type",
             "event__data",
             "event__created_at",
+            "event__merchant_id",
+            "event__traceparent",
             "endpoint__id",
             "endpoint__url",
             "endpoint__max_attempts",
@@ -90,6 +98,10 @@ def jobs_load(
                 is_probe=row.pk in probe_ids,
                 lease_until=lease_until,
                 headers=row.endpoint.headers or {},
+                merchant_id=event.merchant_id,
+                published_at=event.created_at,
+                traceparent=event.traceparent,
+                is_reclaim=row.pk in reclaimed_ids,
             )
         )
     return jobs

@@ -24,6 +24,7 @@ from deliveries.models import Attempt, Delivery
 from deliveries.sanitize import storable_text
 from endpoints import breaker
 from endpoints.models import Endpoint, EndpointHealth
+from relayproject.tracing import span_event
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +42,9 @@ class Sent:
     is_probe: bool
     started_at: datetime
     result: SendResult
+    event_id: str = ""
+    merchant_id: int | None = None
+    published_at: datetime | None = None  # the event's created_at
 
 
 @dataclass
@@ -383,6 +387,7 @@ def _apply_breaker(health: EndpointHealth, item: Sent, *, now: datetime) -> None
                 max_cooldown=settings.BREAKER_MAX_COOLDOWN_SECONDS,
                 error=_error_text(item.result),
             )
+    _trace_breaker(health, state)
     if item.is_probe or state.state != EndpointHealth.State.HALF_OPEN:
         health.probe_delivery_id = ""
     health.breaker_state = state.state
@@ -391,6 +396,19 @@ def _apply_breaker(health: EndpointHealth, item: Sent, *, now: datetime) -> None
     health.opened_at = state.opened_at
     health.next_probe_at = state.next_probe_at
     health.breaker_reason = state.reason[:300]
+
+
+def _trace_breaker(health: EndpointHealth, state: breaker.Breaker) -> None:
+    """A span event on the flush's relay.record span when the breaker moves."""
+    was_open = health.breaker_state != EndpointHealth.State.CLOSED
+    is_open = state.state != EndpointHealth.State.CLOSED
+    if was_open == is_open:
+        return
+    attributes = {"relay.endpoint_id": health.pk, "relay.breaker_state": state.state}
+    if is_open:
+        attributes["relay.breaker_reason"] = state.reason[:300]
+        attributes["relay.cooldown_seconds"] = state.cooldown_seconds
+    span_event("breaker.opened" if is_open else "breaker.closed", attributes)
 
 
 def _error_text(result: SendResult) -> str:
@@ -408,6 +426,14 @@ def _count(tally: Tally, item: Sent, verdict: retry.Verdict) -> None:
     elif verdict in (retry.Verdict.DEAD, retry.Verdict.GONE):
         tally[(counters.DELIVERIES, "dead")] += 1
     counters.observe_duration(tally, item.result.duration_ms / 1000)
+    if item.published_at is None:
+        return
+    waited = (item.started_at - item.published_at).total_seconds()
+    if item.attempt_count == 0:
+        counters.PUBLISH_TO_FIRST_ATTEMPT.observe(tally, max(0.0, waited))
+    if verdict == retry.Verdict.SUCCEEDED:
+        landed = waited + item.result.duration_ms / 1000
+        counters.PUBLISH_TO_SUCCESS.observe(tally, max(0.0, landed))
 
 
 def _log(item: Sent, verdict: retry.Verdict) -> None:
@@ -421,4 +447,10 @@ def _log(item: Sent, verdict: retry.Verdict) -> None:
         item.result.status_code if item.result.status_code is not None else "-",
         item.result.duration_ms,
         item.result.error_kind or "-",
+        extra={
+            "delivery_id": item.delivery_id,
+            "endpoint_id": item.endpoint_id,
+            "event_id": item.event_id,
+            "merchant_id": item.merchant_id,
+        },
     )

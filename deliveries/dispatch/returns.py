@@ -15,7 +15,7 @@ from datetime import datetime
 
 from django.db import InterfaceError, InternalError, OperationalError, connections
 
-from deliveries.dispatch import claiming, counters, outcomes, recording
+from deliveries.dispatch import claiming, counters, outcomes, recording, spans
 from deliveries.dispatch.jobs import Job
 from deliveries.dispatch.sendloop import Finished
 
@@ -60,17 +60,21 @@ class Returns:
                 is_probe=f.job.is_probe,
                 started_at=f.started_at,
                 result=f.result,
+                event_id=f.job.event_id,
+                merchant_id=f.job.merchant_id,
+                published_at=f.job.published_at,
             )
             for f in finished
         ]
-        recorded = self._with_db_retry(
-            lambda: recording.flush_record(
-                sent=sent,
-                worker_id=self.worker_id,
-                now=self.clock.now(),
-                rand=self.rand,
+        with spans.record_span(worker_id=self.worker_id, outcomes=len(sent)):
+            recorded = self._with_db_retry(
+                lambda: recording.flush_record(
+                    sent=sent,
+                    worker_id=self.worker_id,
+                    now=self.clock.now(),
+                    rand=self.rand,
+                )
             )
-        )
         self._back(finished)
         if recorded is not None:
             # Rows left delivering: endpoints that were at max_in_flight have

@@ -19,8 +19,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.conf import settings
+from opentelemetry import trace
+
 from deliveries import signing
-from deliveries.dispatch import errors
+from deliveries.dispatch import errors, spans
 from deliveries.dispatch.jobs import Job
 from deliveries.dispatch.lanes import Lanes
 from deliveries.dispatch.transport import OutgoingRequest, SendResult
@@ -69,6 +72,7 @@ class SendLoop:
         self.outbox = outbox
         self.clock = clock
         self.timeout = timeout
+        self.send_traceparent = settings.RELAY_SEND_TRACEPARENT
         self.lanes = Lanes()
         self._received = 0
         self._stopping = False
@@ -195,21 +199,34 @@ class SendLoop:
 
     async def _send(self, job: Job) -> None:
         started_at = self.clock.now()
+        span = spans.send_span_start(job)
         try:
-            result = await self._attempt(job, started_at)
+            with trace.use_span(span, end_on_exit=False):
+                result = await self._attempt(
+                    job,
+                    started_at,
+                    traceparent=spans.traceparent_header(span)
+                    if self.send_traceparent
+                    else "",
+                )
         except Exception as exc:  # noqa: BLE001 - a send must never kill the loop
             result = SendResult(
                 None, 0.0, errors.CONNECTION, f"{type(exc).__name__}: {exc}"[:500]
             )
+        spans.send_span_end(span, job, result)
         self.lanes.finished(job, failed=_failed(result))
         self.outbox.put(Finished(job, result, started_at))
         self._pump()
         self._finish_if_idle()
 
-    async def _attempt(self, job: Job, started_at: datetime) -> SendResult:
+    async def _attempt(
+        self, job: Job, started_at: datetime, *, traceparent: str = ""
+    ) -> SendResult:
         if not job.secrets:
             return SendResult(None, 0.0, errors.NO_SIGNING_SECRET, "no live secret")
-        request = signed_request(job, timestamp=int(started_at.timestamp()))
+        request = signed_request(
+            job, timestamp=int(started_at.timestamp()), traceparent=traceparent
+        )
         if not self._is_async:
             return await self._loop.run_in_executor(
                 self._pool, self.sender.send, request
@@ -229,7 +246,9 @@ class SendLoop:
             )
 
 
-def signed_request(job: Job, *, timestamp: int) -> OutgoingRequest:
+def signed_request(
+    job: Job, *, timestamp: int, traceparent: str = ""
+) -> OutgoingRequest:
     """The request as the contract (section 4) describes it, signed now."""
     headers = {
         **job.headers,  # reserved names are refused on save; ours win anyway
@@ -243,6 +262,8 @@ def signed_request(job: Job, *, timestamp: int) -> OutgoingRequest:
         "X-Relay-Delivery-Id": job.delivery_id,
         "X-Relay-Attempt": str(job.attempt_count + 1),
     }
+    if traceparent:  # RELAY_SEND_TRACEPARENT: off unless asked for
+        headers["traceparent"] = traceparent
     return OutgoingRequest(url=job.url, headers=headers, body=job.body)
 
 

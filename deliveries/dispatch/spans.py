@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from urllib.parse import urlsplit, urlunsplit
 
 from opentelemetry import trace
+from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from deliveries import retry
@@ -58,9 +59,9 @@ def claim_span_end(span: Span, *, claimed: int, reclaimed: int, probes: int) -> 
         span.set_attribute("relay.probes", probes)
 
 
-def send_span_start(job, *, worker_id: str) -> Span:
+def send_span_start(job) -> Span:
     """Start (not enter) the attempt's span; send_span_end() ends it."""
-    links = links_to([job.traceparent]) if getattr(job, "traceparent", "") else []
+    links = links_to([job.traceparent]) if job.traceparent else []
     parts = urlsplit(job.url)
     attributes = {
         "http.request.method": "POST",
@@ -72,14 +73,18 @@ def send_span_start(job, *, worker_id: str) -> Span:
         "relay.endpoint_id": job.endpoint_id,
         "relay.attempt": job.attempt_count + 1,
         "relay.probe": bool(job.is_probe),
-        "relay.reclaim": bool(getattr(job, "is_reclaim", False)),
-        "relay.worker": worker_id,
+        "relay.reclaim": job.is_reclaim,
     }
-    merchant_id = getattr(job, "merchant_id", None)
-    if merchant_id is not None:
-        attributes["relay.merchant_id"] = merchant_id
+    if job.merchant_id is not None:
+        attributes["relay.merchant_id"] = job.merchant_id
+    # A root of its own (an empty parent context), whatever span the loop's
+    # thread happens to be in: one attempt, one trace, linked to the publish.
     return tracer.start_span(
-        "POST", kind=SpanKind.CLIENT, attributes=attributes, links=links
+        "POST",
+        context=Context(),
+        kind=SpanKind.CLIENT,
+        attributes=attributes,
+        links=links,
     )
 
 

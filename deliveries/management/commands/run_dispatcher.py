@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import signal
+from dataclasses import asdict
 
 from django.conf import settings
 from django.core.management.base import BaseCommand
@@ -19,6 +21,10 @@ from deliveries.dispatch.session import limit_dispatcher_sessions
 from deliveries.dispatch.transport import AsyncSender
 from deliveries.dispatch.wakeup import make_waker
 from deliveries.notifications.step import OperationalCheck
+from relayproject.logs import log_process_bind
+from relayproject.tracing import tracing_flush
+
+logger = logging.getLogger("deliveries.dispatch")
 
 
 class Command(BaseCommand):
@@ -48,6 +54,8 @@ class Command(BaseCommand):
                 breaker_threshold=settings.BREAKER_FAILURE_THRESHOLD,
             )
         )
+        # Every log line of this process, from either thread, names the worker.
+        log_process_bind(worker=options["worker_id"])
         # Before the first query: every session of this process gets the limits.
         limit_dispatcher_sessions()
         heartbeat = Heartbeat(worker_id=options["worker_id"])
@@ -75,11 +83,18 @@ class Command(BaseCommand):
                 dispatcher.run_once()
             finally:
                 dispatcher.close()
+                tracing_flush()
         else:
             try:
                 dispatcher.run(drain=options["drain"])
             finally:
                 heartbeat.stop()
-        self.stdout.write(
+                tracing_flush()
+        summary = (
             f"dispatcher {options['worker_id']} stopped: {dispatcher.stats.line()}"
         )
+        if settings.LOG_FORMAT == "json":
+            # One format per stream: a log pipeline parses every line.
+            logger.info(summary, extra=asdict(dispatcher.stats))
+        else:
+            self.stdout.write(summary)

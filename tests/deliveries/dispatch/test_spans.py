@@ -30,10 +30,10 @@ def _job(**changes) -> Job:
         max_in_flight=32,
         is_probe=False,
         lease_until=datetime(2026, 12, 3, tzinfo=UTC),
+        merchant_id=7,
+        traceparent=PUBLISH,
     )
-    job = dataclasses.replace(job, **changes)
-    object.__setattr__(job, "traceparent", PUBLISH)
-    return job
+    return dataclasses.replace(job, **changes)
 
 
 @pytest.mark.parametrize(
@@ -50,7 +50,7 @@ def test_the_traced_url_has_no_query_fragment_or_credentials(url, traced):
 
 def test_a_send_span_follows_the_http_client_conventions_and_links_the_publish(spans):
     job = _job()
-    span = dispatch_spans.send_span_start(job, worker_id="w1")
+    span = dispatch_spans.send_span_start(job)
     dispatch_spans.send_span_end(
         span, job, SendResult(status_code=503, duration_ms=12.5)
     )
@@ -64,6 +64,8 @@ def test_a_send_span_follows_the_http_client_conventions_and_links_the_publish(s
     assert sent.attributes["http.response.status_code"] == 503
     assert sent.attributes["error.type"] == "503"
     assert sent.attributes["relay.attempt"] == 3
+    assert sent.attributes["relay.merchant_id"] == 7
+    assert sent.attributes["relay.reclaim"] is False
     # The third of three attempts failing with a retryable status: dead.
     assert sent.attributes["relay.outcome"] == "dead"
     assert sent.status.status_code == StatusCode.ERROR
@@ -78,13 +80,13 @@ def test_a_send_span_follows_the_http_client_conventions_and_links_the_publish(s
 
 def test_a_transport_error_is_the_error_type_and_a_success_has_none(spans):
     first = _job(attempt_count=0)
-    span = dispatch_spans.send_span_start(first, worker_id="w1")
+    span = dispatch_spans.send_span_start(first)
     dispatch_spans.send_span_end(
         span,
         first,
         SendResult(status_code=None, duration_ms=3000, error_kind="timeout"),
     )
-    span = dispatch_spans.send_span_start(first, worker_id="w1")
+    span = dispatch_spans.send_span_start(first)
     dispatch_spans.send_span_end(
         span, first, SendResult(status_code=200, duration_ms=9)
     )
@@ -100,7 +102,7 @@ def test_a_transport_error_is_the_error_type_and_a_success_has_none(spans):
 
 def test_the_traceparent_header_continues_the_send_span(spans):
     job = _job()
-    span = dispatch_spans.send_span_start(job, worker_id="w1")
+    span = dispatch_spans.send_span_start(job)
     header = dispatch_spans.traceparent_header(span)
     dispatch_spans.send_span_end(span, job, SendResult(status_code=200, duration_ms=1))
 
