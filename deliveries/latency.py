@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import connection
+from django.db.models import OuterRef, Subquery
 
 from deliveries.models import Attempt, Delivery
 from deliveries.stats import QUANTILES, percentile_cont
@@ -87,21 +88,19 @@ def _from_postgres(since: datetime) -> PublishLatency:
 
 
 def _in_python(since: datetime) -> PublishLatency:
-    first_at = dict(
-        Attempt.objects.filter(number=1, delivery__created_at__gte=since).values_list(
-            "delivery_id", "started_at"
-        )
+    first_at = Attempt.objects.filter(delivery=OuterRef("pk"), number=1).values(
+        "started_at"
+    )[:1]
+    rows = (
+        Delivery.objects.filter(created_at__gte=since)
+        .annotate(first_at=Subquery(first_at))
+        .values_list("endpoint_id", "created_at", "first_at", "succeeded_at")
     )
     to_first: dict[str, list[float]] = defaultdict(list)
     to_success: dict[str, list[float]] = defaultdict(list)
-    rows = Delivery.objects.filter(created_at__gte=since).values_list(
-        "id", "endpoint_id", "created_at", "succeeded_at"
-    )
-    for delivery_id, endpoint_id, created_at, succeeded_at in rows.iterator(
-        chunk_size=5000
-    ):
-        if delivery_id in first_at:
-            wait = (first_at[delivery_id] - created_at).total_seconds()
+    for endpoint_id, created_at, first, succeeded_at in rows.iterator(chunk_size=5000):
+        if first is not None:
+            wait = (first - created_at).total_seconds()
             to_first[endpoint_id].append(wait)
             to_first[PIPELINE].append(wait)
         if succeeded_at is not None:
