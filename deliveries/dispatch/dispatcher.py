@@ -266,6 +266,7 @@ class Dispatcher(Returns):
     def _claim_traced(self, span) -> int:
         now = self.clock.now()
         probes = claiming.Claim(lease_until=now)
+        handled = 0
         if time.monotonic() >= self._probes_after:
             # Cooldowns are minutes long: looking twice a second is plenty,
             # and spares every other claim a round trip.
@@ -273,6 +274,8 @@ class Dispatcher(Returns):
             probes = claiming.claim_probes(
                 worker_id=self.worker_id, now=now, lease_seconds=self.lease_seconds
             )
+            # Handed over before the next claim: its failure must not strand them.
+            handled += self._take(probes, now=now)
         room = max(1, self.batch_size - max(0, self._ready_estimate()))
         batch = claiming.claim_batch(
             worker_id=self.worker_id,
@@ -280,7 +283,7 @@ class Dispatcher(Returns):
             lease_seconds=self.lease_seconds,
             limit=room - len(probes.delivery_ids),
         )
-        handled = self._count_reclaimed(probes, batch)
+        handled += self._take(batch, now=now)
         spans.claim_span_end(
             span,
             claimed=len(probes.delivery_ids) + len(batch.delivery_ids),
@@ -288,23 +291,31 @@ class Dispatcher(Returns):
             probes=len(probes.probe_ids),
         )
         # Endpoints another claim was counting were skipped, not empty: not dry.
-        handled += batch.contended
-        for claim in (probes, batch):
-            if not claim.delivery_ids:
-                continue
-            self.stats.claimed += len(claim.delivery_ids)
-            handled += len(claim.delivery_ids)
-            self._hand_over(
-                jobs_load(
-                    delivery_ids=claim.delivery_ids,
-                    lease_until=claim.lease_until,
-                    probe_ids=claim.probe_ids,
-                    now=now,
-                    reclaimed_ids=claim.reclaimed_ids,
-                ),
+        return handled + batch.contended
+
+    def _take(self, claim: claiming.Claim, *, now: datetime) -> int:
+        """Load a committed claim's jobs and hand them over; rows handled.
+
+        The claim is committed: its rows are ours and delivering. Loading them
+        rides out a database absence like recording does, so a connection lost
+        between the two does not leave them stranded until their lease ends.
+        """
+        handled = self._count_reclaimed(claim)
+        if not claim.delivery_ids:
+            return handled
+        self.stats.claimed += len(claim.delivery_ids)
+        jobs = self._with_db_retry(
+            lambda: jobs_load(
+                delivery_ids=claim.delivery_ids,
+                lease_until=claim.lease_until,
+                probe_ids=claim.probe_ids,
                 now=now,
+                reclaimed_ids=claim.reclaimed_ids,
             )
-        return handled
+        )
+        if jobs is not None:  # None: gave up after a lease; the lease resends them
+            self._hand_over(jobs, now=now)
+        return handled + len(claim.delivery_ids)
 
     def _hand_over(self, jobs: list[Job], *, now: datetime) -> None:
         """To the loop, but jobs of held endpoints and over their rate limit:

@@ -92,3 +92,34 @@ def test_during_a_rotation_overlap_both_secrets_verify_a_real_delivery(receiver)
             "timestamp": request.json["timestamp"],
             "data": {"rotated": True},
         }
+
+
+def test_a_connection_lost_after_a_claim_commits_strands_no_row(receiver, monkeypatch):
+    """The claim is committed, then loading its jobs fails once (a database
+    restart between the two): the rows are still sent in this run, not left
+    delivering until their lease ends."""
+    from django.db import OperationalError
+
+    from deliveries.dispatch import dispatcher as dispatcher_module
+
+    endpoint = factories.endpoint(url=receiver.url)
+    for i in range(6):
+        event_publish(merchant=endpoint.merchant, type="a", data={"n": i})
+    real_load = dispatcher_module.jobs_load
+    failures = []
+
+    def load_failing_once(**kwargs):
+        if not failures:
+            failures.append(kwargs["delivery_ids"])
+            raise OperationalError("server closed the connection unexpectedly")
+        return real_load(**kwargs)
+
+    monkeypatch.setattr(dispatcher_module, "jobs_load", load_failing_once)
+    monkeypatch.setattr("deliveries.dispatch.returns.DB_BACKOFF_SECONDS", (0.05,))
+
+    stats = make_dispatcher().run(drain=True)
+
+    assert failures, "the fault was not injected"
+    assert set(Delivery.objects.values_list("status", flat=True)) == {"succeeded"}
+    assert stats.succeeded == 6
+    assert len(receiver.received) == 6
