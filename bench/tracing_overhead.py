@@ -77,7 +77,6 @@ def main(argv: list[str] | None = None) -> int:
 
     def env_with_tracing(db_url: str) -> dict[str, str]:
         env = base_env(db_url)
-        env.setdefault("SECRET_KEY", "bench-only-key-not-for-production")
         for name in [n for n in env if n.startswith("OTEL_")]:
             del env[name]
         env.update(extra)
@@ -86,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     bench.dispatcher_env = env_with_tracing
     bench.database_prepare(args.database_url)
     bench.django_setup(args.database_url)
-    receiver = bench.ReceiverProcess(delay=0.0)
+    receiver = bench.ReceiverProcess(bench.RECEIVERS["instant"][0])
     info = bench.machine()
     rates: dict[str, list[float]] = {name: [] for name in modes(sink)}
     results = []
@@ -95,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
             for name, env in modes(sink).items():
                 extra.clear()
                 extra.update(env)
-                s = bench.Scenario(f"{name} #{round_no + 1}", "fast", 0, 1, args.events)
+                s = bench.Scenario(f"{name} #{round_no + 1}", "instant", None, 1, args.events)
                 result = run_default(
                     s, receiver, db_url=args.database_url, m=args.endpoints
                 )
