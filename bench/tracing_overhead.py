@@ -94,7 +94,9 @@ def main(argv: list[str] | None = None) -> int:
             for name, env in modes(sink).items():
                 extra.clear()
                 extra.update(env)
-                s = bench.Scenario(f"{name} #{round_no + 1}", "instant", None, 1, args.events)
+                s = bench.Scenario(
+                    f"{name} #{round_no + 1}", "instant", None, 1, args.events
+                )
                 result = run_default(
                     s, receiver, db_url=args.database_url, m=args.endpoints
                 )

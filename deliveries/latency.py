@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from django.db import connection
 from django.db.models import OuterRef, Subquery
 
+from deliveries.held import human_seconds
 from deliveries.models import Attempt, Delivery
 from deliveries.stats import QUANTILES, percentile_cont
 
@@ -123,12 +124,12 @@ def _percentiles(samples: dict[str, list[float]]) -> dict[str, Percentiles]:
 
 
 def seconds_text(seconds: float | None) -> str:
-    """Whole milliseconds under a second, else seconds with one decimal."""
+    """Whole milliseconds under a second, else as staff read durations."""
     if seconds is None:
         return "-"
     if seconds < 1:
         return f"{seconds * 1000:.0f} ms"
-    return f"{seconds:.1f} s"
+    return human_seconds(seconds)  # "3.2 s", "21 min 0 s", "2 h 5 min"
 
 
 @dataclass(frozen=True)
