@@ -108,7 +108,14 @@ def test_max_in_flight_holds_across_two_dispatchers(receiver, dispatchers):
     merchant = factories.merchant()
     capped = factories.endpoint(merchant, url=receiver.url + "?capped", max_in_flight=5)
     children = [
-        dispatchers.start("--concurrency=16", f"--worker-id=cap-{n}") for n in range(2)
+        # Polling often, so a freed slot is not always re-taken by whichever
+        # dispatcher recorded it: both must send for the cap to be shared.
+        dispatchers.start(
+            "--concurrency=16",
+            f"--worker-id=cap-{n}",
+            env={"POLL_INTERVAL_SECONDS": "0.05"},
+        )
+        for n in range(2)
     ]
     # Both up (their first maintenance step wrote a heartbeat) before any work.
     wait_until(

@@ -187,12 +187,18 @@ def in_flight_at_once(count: int, **options) -> list:
     """count sends on one sender to a receiver that answers none of them
     until all count have arrived: they complete only if all are in flight."""
     arrived = 0
+    first_at: float | None = None
     all_here = asyncio.Event()
+    # Only arrivals close together count as "at once": a second wave that
+    # connects after the first timed out (limit reached) must not release it.
+    window = options.get("timeout", 5) / 2
 
     async def barrier(writer) -> None:
-        nonlocal arrived
+        nonlocal arrived, first_at
+        now = asyncio.get_running_loop().time()
+        first_at = now if first_at is None else first_at
         arrived += 1
-        if arrived == count:
+        if arrived == count and now - first_at <= window:
             all_here.set()
         await all_here.wait()
         await reply(head("200 OK", length=0))(writer)
