@@ -17,11 +17,9 @@ Spans (README, "Tracing"):
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
-from collections.abc import Callable, Iterable
-from typing import TypeVar
+from collections.abc import Iterable
 
 from opentelemetry import trace
 from opentelemetry.trace import Link, SpanContext
@@ -32,8 +30,6 @@ log = logging.getLogger(__name__)
 tracer = trace.get_tracer("webhook-relay")
 _propagator = TraceContextTextMapPropagator()
 _configured = False
-
-F = TypeVar("F", bound=Callable)
 
 
 def tracing_wanted(environ: dict[str, str] | None = None) -> bool:
@@ -141,17 +137,3 @@ def span_event(name: str, attributes: dict | None = None) -> None:
     span = trace.get_current_span()
     if span.is_recording():
         span.add_event(name, attributes or {})
-
-
-def spanned(name: str) -> Callable[[F], F]:
-    """Run the decorated function inside a span of its own."""
-
-    def decorate(function: F) -> F:
-        @functools.wraps(function)
-        def wrapper(*args, **kwargs):
-            with tracer.start_as_current_span(name):
-                return function(*args, **kwargs)
-
-        return wrapper  # type: ignore[return-value]
-
-    return decorate

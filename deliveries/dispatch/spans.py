@@ -16,7 +16,6 @@ import contextlib
 from collections.abc import Iterator
 from urllib.parse import urlsplit, urlunsplit
 
-from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
@@ -125,7 +124,3 @@ def record_span(*, worker_id: str, outcomes: int) -> Iterator[Span]:
         attributes={"relay.worker": worker_id, "relay.outcomes": outcomes},
     ) as span:
         yield span
-
-
-def current_span_is_recording() -> bool:
-    return trace.get_current_span().is_recording()
