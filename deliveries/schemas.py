@@ -47,9 +47,15 @@ class DeliveryRef(Schema):
 class EventOut(Schema):
     id: str
     type: str
-    merchant: str = Field(alias="merchant.slug")
+    merchant: str
     created_at: datetime
     deliveries: list[DeliveryRef]
+
+    @staticmethod
+    def resolve_merchant(obj) -> str:
+        # A resolver, not alias="merchant.slug": ninja parses a dotted alias
+        # as a template Variable for every event of every answer.
+        return obj.merchant.slug
 
     @staticmethod
     def resolve_deliveries(obj) -> list:

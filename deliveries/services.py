@@ -22,6 +22,7 @@ from deliveries.outbox import (
 )
 from endpoints.models import Endpoint, Merchant
 from endpoints.selectors import Audience, audiences
+from relayproject import rowsql
 from relayproject.clock import utcnow
 from relayproject.ids import new_delivery_id, new_event_id
 from relayproject.tracing import current_traceparent, tracer
@@ -171,30 +172,37 @@ def _draft(
 ) -> Draft:
     merchant = audience.merchant
     keyed = item.idempotency_key is not None
-    event = Event(
-        id=new_event_id(),
-        merchant=merchant,
-        type=item.type,
-        data=item.data,
-        created_at=now,
-        idempotency_key=item.idempotency_key,
-        idempotency_scope=item.idempotency_scope if keyed else "",
-        request_fingerprint=request_fingerprint(
-            merchant=merchant.slug, type=item.type, data=item.data
-        )
-        if keyed
-        else "",
+    event = rowsql.built(
+        Event,
+        {
+            "id": new_event_id(),
+            "merchant_id": merchant.pk,
+            "type": item.type,
+            "data": item.data,
+            "created_at": now,
+            "idempotency_key": item.idempotency_key,
+            "idempotency_scope": item.idempotency_scope if keyed else "",
+            "request_fingerprint": request_fingerprint(
+                merchant=merchant.slug, type=item.type, data=item.data
+            )
+            if keyed
+            else "",
+        },
     )
+    event.merchant = merchant
     targets: list[Endpoint] = fanout.receivers(
         type=item.type, data=item.data, endpoints=audience.endpoints, aimed_at=aimed_at
     )
     deliveries = [
-        Delivery(
-            id=new_delivery_id(),
-            event_id=event.pk,
-            endpoint_id=endpoint.pk,
-            next_attempt_at=now,
-            created_at=now,
+        rowsql.built(
+            Delivery,
+            {
+                "id": new_delivery_id(),
+                "event_id": event.pk,
+                "endpoint_id": endpoint.pk,
+                "next_attempt_at": now,
+                "created_at": now,
+            },
         )
         for endpoint in targets
     ]

@@ -15,12 +15,15 @@ from datetime import datetime
 _ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32, lower case
 
 
+# Every pair of digits (10 bits): an id is 13 lookups, not 26 divmods, which
+# counts when a batch of 500 events makes 1,500 ids.
+_PAIRS = [a + b for a in _ALPHABET for b in _ALPHABET]
+
+
 def _encode(value: int, length: int) -> str:
-    chars = []
-    for _ in range(length):
-        value, rem = divmod(value, 32)
-        chars.append(_ALPHABET[rem])
-    return "".join(reversed(chars))
+    """value as `length` (even) base32 digits, most significant first."""
+    pairs = _PAIRS
+    return "".join([pairs[value >> s & 1023] for s in range(5 * length - 10, -1, -10)])
 
 
 def _millis(at: datetime | None) -> int:
@@ -31,7 +34,7 @@ def _millis(at: datetime | None) -> int:
 
 def new_id(prefix: str, *, at: datetime | None = None) -> str:
     """A new id made now (or, for rows with a past, at `at`)."""
-    return f"{prefix}_{_encode(_millis(at), 10)}{_encode(secrets.randbits(80), 16)}"
+    return f"{prefix}_{_encode(_millis(at) << 80 | secrets.randbits(80), 26)}"
 
 
 def id_floor(prefix: str, at: datetime) -> str:
