@@ -12,6 +12,7 @@ from django.contrib import admin
 from django.db.models import F
 from django.urls import reverse
 from django.utils.html import format_html
+from django.utils.safestring import mark_safe
 
 from endpoints.admin import EndpointActions
 from endpoints.admin_present import breaker_words, cut, deliveries_links, ms, percent
@@ -103,7 +104,7 @@ class EndpointHealthAdmin(EndpointActions, admin.ModelAdmin):
             '<a href="{}">{}</a>{}<span class="sub">{} · {}</span>',
             reverse("admin:endpoints_endpointhealth_change", args=[h.pk]),
             h.endpoint_id,
-            "" if h.endpoint.is_active else format_html(" <strong>disabled</strong>"),
+            "" if h.endpoint.is_active else mark_safe(" <strong>disabled</strong>"),
             h.endpoint.merchant.slug,
             cut(h.endpoint.url),
         )
