@@ -57,13 +57,15 @@ def check_run(*, now: datetime, force: bool = False) -> CheckReport | None:
     watch = watch_run(now=now)
     seen = dead_letters_collect(now=now)
     announced = dead_letters_announce(now=now)
-    if watch.said or watch.disabled or announced:
-        logger.info(
-            "endpoint check: said %s, auto-disabled %s, dead-letter events for %s",
-            [f"{t} {e}" for t, e in watch.said],
-            watch.disabled,
-            announced,
-        )
+    # Once a minute across all dispatchers: the line also says which one ran it.
+    logger.info(
+        "endpoint check: looked at %d, said %s, auto-disabled %s, "
+        "dead-letter events for %s",
+        watch.looked_at,
+        [f"{t} {e}" for t, e in watch.said],
+        watch.disabled,
+        announced,
+    )
     return CheckReport(watch=watch, dead_letters_seen=seen, dead_announced=announced)
 
 

@@ -61,6 +61,9 @@ def test_two_dispatchers_disable_once_and_say_it_once(dispatchers):
         )
     for process in started:
         assert process.wait(60) == 0, process.stderr[-2000:]
+    # The slot let exactly one of them run the check (each logs when it does).
+    ran = [p for p in started if "endpoint check: looked at" in p.stderr]
+    assert len(ran) == 1, [p.stderr[-2000:] for p in started]
 
     endpoint.refresh_from_db()
     assert not endpoint.is_active and endpoint.disabled_by == "auto-disable"
