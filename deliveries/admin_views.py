@@ -194,6 +194,7 @@ class PipelineView(AdminView):
         now = utcnow()
         summary = selectors.pipeline_summary(now=now)
         alive, stale = alerts.dispatchers(now=now)
+        waits, waits_at = latency.publish_latency_recent(now=now)
         context = {
             **self.admin.admin_site.each_context(request),
             "opts": self.admin.opts,
@@ -202,7 +203,8 @@ class PipelineView(AdminView):
             "oldest_age": human_seconds(summary.oldest_pending_age_seconds),
             "avg_latency": human_seconds(summary.avg_latency_seconds_last_hour),
             "chart": charts.minute_chart(selectors.minute_series(now=now)),
-            "latency_rows": latency.latency_rows(latency.publish_latency(now=now)),
+            "latency_rows": latency.latency_rows(waits),
+            "latency_at": waits_at,
             "alive": alive,
             "stale": stale,
         }

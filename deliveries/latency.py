@@ -6,23 +6,32 @@ and for the whole pipeline. Deliveries published in the window count; a
 delivery's publish time is its created_at (the event's), its first attempt is
 attempt number 1, its success is succeeded_at. One query on PostgreSQL
 (percentile_cont over GROUPING SETS); the same arithmetic in Python elsewhere.
+
+At a million deliveries that query reads a day of deliveries and their first
+attempts (hundreds of ms), so the pages and relay_status read the last result
+the dispatchers' maintenance stored (publish_latency_recent) and compute it
+themselves only when none is fresh.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from datetime import datetime, timedelta
 
 from django.db import connection
 from django.db.models import OuterRef, Subquery
 
 from deliveries.held import human_seconds
-from deliveries.models import Attempt, Delivery
+from deliveries.models import AnalysisSnapshot, Attempt, Delivery
 from deliveries.stats import QUANTILES, percentile_cont
 
 WINDOW = timedelta(hours=24)
 PIPELINE = ""  # the key of the whole-pipeline row
+SNAPSHOT = "publish_latency"  # its AnalysisSnapshot row
+# The maintenance step refreshes the snapshot every minute; older than this,
+# a page recomputes it (no dispatcher running, or all of them stuck).
+SNAPSHOT_MAX_AGE = timedelta(minutes=5)
 
 
 @dataclass(frozen=True)
@@ -42,6 +51,23 @@ class PublishLatency:
 
     def pipeline(self) -> tuple[Percentiles | None, Percentiles | None]:
         return self.first_attempt.get(PIPELINE), self.success.get(PIPELINE)
+
+    def to_json(self) -> dict:
+        return {
+            "first_attempt": {
+                k: list(astuple(v)) for k, v in self.first_attempt.items()
+            },
+            "success": {k: list(astuple(v)) for k, v in self.success.items()},
+        }
+
+    @classmethod
+    def from_json(cls, data: dict) -> PublishLatency:
+        return cls(
+            first_attempt={
+                k: Percentiles(*v) for k, v in data["first_attempt"].items()
+            },
+            success={k: Percentiles(*v) for k, v in data["success"].items()},
+        )
 
 
 _PG_SQL = """
@@ -73,6 +99,28 @@ def publish_latency(*, now: datetime) -> PublishLatency:
     if connection.vendor == "postgresql":
         return _from_postgres(since)
     return _in_python(since)
+
+
+def publish_latency_refresh(*, now: datetime) -> PublishLatency:
+    """Compute the latency now and store it as the snapshot pages read."""
+    latency = publish_latency(now=now)
+    AnalysisSnapshot.objects.update_or_create(
+        name=SNAPSHOT, defaults={"computed_at": now, "data": latency.to_json()}
+    )
+    return latency
+
+
+def publish_latency_recent(*, now: datetime) -> tuple[PublishLatency, datetime]:
+    """The stored latency if it is at most SNAPSHOT_MAX_AGE old, else computed
+    (and stored) now; with the time it was computed."""
+    stored = AnalysisSnapshot.objects.filter(
+        name=SNAPSHOT,
+        computed_at__gte=now - SNAPSHOT_MAX_AGE,
+        computed_at__lte=now,  # not from a clock ahead of this one
+    ).first()
+    if stored is not None:
+        return PublishLatency.from_json(stored.data), stored.computed_at
+    return publish_latency_refresh(now=now), now
 
 
 def _from_postgres(since: datetime) -> PublishLatency:

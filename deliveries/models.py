@@ -226,6 +226,22 @@ class DeadLetter(Delivery):
         ordering = ["-dead_at"]
 
 
+class AnalysisSnapshot(models.Model):
+    """The last result of an analysis too costly to run on every page view.
+
+    The dispatchers' maintenance recomputes it about once a minute
+    (deliveries.dispatch.maintenance); pages read it and recompute only when
+    it is missing or stale. One row per analysis, its result as JSON.
+    """
+
+    name = models.CharField(primary_key=True, max_length=80)
+    computed_at = models.DateTimeField()
+    data = models.JSONField()
+
+    def __str__(self) -> str:
+        return f"{self.name} at {self.computed_at:%Y-%m-%d %H:%M:%S}"
+
+
 class DispatcherHeartbeat(models.Model):
     """One row per running dispatcher, touched by its maintenance step.
 

@@ -106,6 +106,11 @@ def _database_from_url(url: str) -> dict:
     else:
         db["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=60)
         db["CONN_HEALTH_CHECKS"] = True
+        # No JIT: every query here is short, and above jit_above_cost the
+        # planner compiled some (a 500-row endpoint read whose estimate a
+        # correlated subquery inflated) for about a second under load.
+        options = db.setdefault("OPTIONS", {})
+        options["options"] = f"{options.get('options', '')} -c jit=off".strip()
     return db
 
 

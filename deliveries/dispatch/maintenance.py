@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from django.db import connection
 
 from deliveries import partitions
+from deliveries.latency import publish_latency_refresh
 from deliveries.stats import endpoint_stats_refresh
 
 logger = logging.getLogger(__name__)
@@ -57,7 +58,9 @@ def _elected(lock_key: int, work: Callable[[], object]) -> bool:
 
 
 class StatsRefresher:
-    """Refresh endpoint stats about once a minute, one dispatcher at a time."""
+    """Refresh endpoint stats and the stored latency from publish (read by
+    pipeline health and relay_status) about once a minute, one dispatcher at
+    a time."""
 
     def __init__(self, every: float = STATS_EVERY_SECONDS) -> None:
         self.every = every
@@ -70,6 +73,7 @@ class StatsRefresher:
 
         def refresh() -> None:
             count = endpoint_stats_refresh(now=now)
+            publish_latency_refresh(now=now)
             logger.info("refreshed stats of %d endpoints", count)
 
         _elected(STATS_LOCK_KEY, refresh)

@@ -11,7 +11,15 @@ import pytest
 from django.core.management import call_command
 from django.urls import reverse
 
-from deliveries.latency import PIPELINE, publish_latency
+from deliveries.dispatch.maintenance import StatsRefresher
+from deliveries.latency import (
+    PIPELINE,
+    SNAPSHOT_MAX_AGE,
+    Percentiles,
+    publish_latency,
+    publish_latency_recent,
+    publish_latency_refresh,
+)
 from deliveries.models import Attempt
 from deliveries.stats import percentile_cont
 from tests import factories
@@ -116,3 +124,32 @@ def test_relay_status_and_the_pipeline_page_show_the_latency(admin_client, setti
     assert "whole pipeline" in text.getvalue()
     assert 'id="publish-latency"' in page and endpoint.pk in page
     assert "2.5 s" in page and "250 ms" in page
+
+
+def test_pages_read_the_stored_latency_until_it_is_stale():
+    endpoint = factories.endpoint()
+    _published(endpoint, ago=timedelta(hours=1), first_after=1, success_after=2)
+    publish_latency_refresh(now=NOW)
+    _published(endpoint, ago=timedelta(hours=1), first_after=3, success_after=4)
+
+    stored, at = publish_latency_recent(now=NOW + timedelta(minutes=1))
+    assert at == NOW and stored.success[endpoint.pk].samples == 1
+
+    stale = NOW + SNAPSHOT_MAX_AGE + timedelta(seconds=1)
+    fresh, at = publish_latency_recent(now=stale)
+    assert at == stale and fresh.success[endpoint.pk].samples == 2
+    # A snapshot from a clock ahead of this one is not taken either.
+    _, at = publish_latency_recent(now=NOW)
+    assert at == NOW
+
+
+def test_the_maintenance_step_stores_the_latency():
+    endpoint = factories.endpoint()
+    _published(endpoint, ago=timedelta(hours=1), first_after=1, success_after=2)
+    refresher = StatsRefresher(every=0)
+
+    refresher(NOW)
+
+    stored, at = publish_latency_recent(now=NOW + timedelta(seconds=30))
+    assert at == NOW
+    assert stored.first_attempt[PIPELINE] == Percentiles(1.0, 1.0, 1.0, 1)

@@ -105,7 +105,7 @@ class Command(BaseCommand):
         analysis = selectors.dead_letter_analysis(
             since=now - selectors.WINDOWS[options["window"]], until=now
         )
-        waits = latency.publish_latency(now=now)
+        waits, _ = latency.publish_latency_recent(now=now)
         if options["json"]:
             document = {
                 "summary": asdict(summary),
