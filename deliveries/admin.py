@@ -57,6 +57,7 @@ class EventAdmin(admin.ModelAdmin):
     search_fields = ("=id", "=type")
     show_full_result_count = False
     paginator = EstimatedCountPaginator
+    list_per_page = 50  # as the delivery lists: half the default's rendering
     ordering = ("-id",)  # ids are time-ordered: the primary key index sorts them
     inlines = (DeliveryInline,)
     readonly_fields = (
@@ -81,7 +82,10 @@ class ReplayableAdmin(DeliveryColumns, admin.ModelAdmin):
     """What the delivery list and the dead-letter list share: columns, search, replay."""
 
     # endpoint__health: the held reason reads it, without a query per row.
-    list_select_related = ("event", "endpoint__merchant", "endpoint__health")
+    # The rows' events come in one query of their own (get_queryset): a join
+    # of the day-partitioned events to the day-partitioned deliveries took
+    # longer to plan than to run (33 ms against 5 at 1 M rows, under load).
+    list_select_related = ("endpoint__merchant", "endpoint__health")
     search_help_text = "A delivery id (dlv_…), event id (evt_…), endpoint id (ep_…) or part of an endpoint URL."
     show_full_result_count = False
     paginator = EstimatedCountPaginator
@@ -113,6 +117,9 @@ class ReplayableAdmin(DeliveryColumns, admin.ModelAdmin):
 
     def has_add_permission(self, request) -> bool:
         return False
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).prefetch_related("event")
 
     def get_search_results(self, request, queryset, search_term):
         # One indexed condition per kind of id instead of an OR across three

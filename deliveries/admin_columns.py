@@ -3,8 +3,8 @@
 Times carry seconds and UTC (the project's DATETIME_FORMAT), milliseconds
 are whole, long values are cut in lists (full on the page), and a pending
 row says why it is not moving (deliveries.held). Lists select_related
-``event`` and ``endpoint__merchant`` and ``endpoint__health``, so no column
-costs a query per row.
+``endpoint__merchant`` and ``endpoint__health`` and prefetch ``event``, so
+no column costs a query per row.
 """
 
 from __future__ import annotations

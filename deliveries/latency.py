@@ -104,8 +104,12 @@ def publish_latency(*, now: datetime) -> PublishLatency:
 def publish_latency_refresh(*, now: datetime) -> PublishLatency:
     """Compute the latency now and store it as the snapshot pages read."""
     latency = publish_latency(now=now)
-    AnalysisSnapshot.objects.update_or_create(
-        name=SNAPSHOT, defaults={"computed_at": now, "data": latency.to_json()}
+    # An upsert: a page and a dispatcher may both store it at once.
+    AnalysisSnapshot.objects.bulk_create(
+        [AnalysisSnapshot(name=SNAPSHOT, computed_at=now, data=latency.to_json())],
+        update_conflicts=True,
+        unique_fields=["name"],
+        update_fields=["computed_at", "data"],
     )
     return latency
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from django.core.paginator import Paginator
 from django.db import connection
 
 from deliveries.models import Attempt, Delivery
@@ -52,3 +53,23 @@ def test_beyond_the_cap_on_postgresql_asks_the_planner(rows):
 def test_attempts_sort_without_joining_deliveries():
     sql = str(Attempt.objects.all().query)
     assert "JOIN" not in sql and "delivery_id" in sql
+
+
+class ShallowDeep(EstimatedCountPaginator):
+    DEEP = 2
+
+
+@pytest.mark.both_backends
+def test_a_deep_page_has_the_rows_a_plain_offset_gives(rows, django_assert_num_queries):
+    ordered = Delivery.objects.select_related("endpoint").order_by("-id")
+    expected = [
+        [d.pk for d in Paginator(ordered, 3).page(n).object_list] for n in (1, 2, 3)
+    ]
+    paginator = ShallowDeep(ordered, 3)
+    paginator.count  # noqa: B018 (counted once, as the changelist does)
+
+    pages = [[d.pk for d in paginator.page(n).object_list] for n in (1, 2, 3)]
+
+    assert pages == expected and len(pages[2]) == 2  # 8 rows: 3 + 3 + 2
+    with django_assert_num_queries(2):  # the page's ids, then its rows
+        assert [d.endpoint.pk for d in paginator.page(2).object_list]
