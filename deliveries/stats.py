@@ -19,17 +19,39 @@ from endpoints.models import EndpointHealth
 WINDOW = timedelta(hours=24)
 QUANTILES = (0.5, 0.95, 0.99)
 
+# One sort per endpoint for the three percentiles (an array of fractions),
+# where three percentile_cont calls sorted each group three times.
 _PG_SQL = """
 SELECT endpoint_id,
-       percentile_cont(0.5) WITHIN GROUP (ORDER BY response_ms),
-       percentile_cont(0.95) WITHIN GROUP (ORDER BY response_ms),
-       percentile_cont(0.99) WITHIN GROUP (ORDER BY response_ms),
+       percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY response_ms),
        count(*),
        avg(CASE WHEN outcome = 'succeeded' THEN 1.0 ELSE 0.0 END)
 FROM deliveries_attempt
 WHERE started_at >= %s AND response_ms IS NOT NULL
 GROUP BY endpoint_id
 """
+
+# Every health row in one statement: bulk_update's CASE per row and field
+# cost more Python than the statistics cost SQL (50 endpoints, 8 fields).
+_PG_UPDATE = """
+UPDATE endpoints_endpointhealth h
+SET p50_ms = v.p50, p95_ms = v.p95, p99_ms = v.p99, sample_count = v.n,
+    success_rate = v.rate, is_slow = v.slow, failure_threshold = v.threshold,
+    stats_refreshed_at = %s
+FROM unnest(%s::text[], %s::float8[], %s::float8[], %s::float8[], %s::int[],
+            %s::float8[], %s::bool[], %s::int[])
+     AS v(id, p50, p95, p99, n, rate, slow, threshold)
+WHERE h.endpoint_id = v.id
+"""
+STAT_FIELDS = (
+    "p50_ms",
+    "p95_ms",
+    "p99_ms",
+    "sample_count",
+    "success_rate",
+    "is_slow",
+    "failure_threshold",
+)
 
 
 def percentile_cont(sorted_values: list[float], q: float) -> float:
@@ -53,7 +75,7 @@ def endpoint_latency(
         with connection.cursor() as cursor:
             cursor.execute(_PG_SQL, [since])
             return {
-                row[0]: tuple(float(v) for v in row[1:4]) + (row[4], float(row[5]))
+                row[0]: tuple(float(v) for v in row[1]) + (row[2], float(row[3]))
                 for row in cursor.fetchall()
             }
     samples: dict[str, list[float]] = defaultdict(list)
@@ -82,30 +104,31 @@ def endpoint_stats_refresh(*, now: datetime) -> int:
     """Write the 24 h statistics and the slow-endpoint threshold rule to every health row."""
     latency = endpoint_latency(since=now - WINDOW)
     base = settings.BREAKER_FAILURE_THRESHOLD
-    healths = list(EndpointHealth.objects.all())
-    for health in healths:
-        p50, p95, p99, count, rate = latency.get(health.pk, (None, None, None, 0, None))
-        health.p50_ms, health.p95_ms, health.p99_ms = p50, p95, p99
-        health.sample_count = count
-        health.success_rate = rate
-        health.is_slow = breaker.is_slow(p95_ms=p95, samples=count)
-        health.failure_threshold = breaker.effective_threshold(
+    rows = []
+    for pk in EndpointHealth.objects.values_list("pk", flat=True):
+        p50, p95, p99, count, rate = latency.get(pk, (None, None, None, 0, None))
+        slow = breaker.is_slow(p95_ms=p95, samples=count)
+        threshold = breaker.effective_threshold(
             base_threshold=base, p95_ms=p95, samples=count
         )
-        health.stats_refreshed_at = now
+        rows.append((pk, p50, p95, p99, count, rate, slow, threshold))
+    if not rows:
+        return 0
+    if connection.vendor == "postgresql":
+        columns = [list(column) for column in zip(*rows, strict=True)]
+        with connection.cursor() as cursor:
+            cursor.execute(_PG_UPDATE, [now, *columns])
+        return len(rows)
+    healths = [
+        EndpointHealth(
+            endpoint_id=pk,
+            stats_refreshed_at=now,
+            **dict(zip(STAT_FIELDS, values, strict=True)),
+        )
+        for pk, *values in rows
+    ]
     with transaction.atomic():
         EndpointHealth.objects.bulk_update(
-            healths,
-            [
-                "p50_ms",
-                "p95_ms",
-                "p99_ms",
-                "sample_count",
-                "success_rate",
-                "is_slow",
-                "failure_threshold",
-                "stats_refreshed_at",
-            ],
-            batch_size=500,
+            healths, [*STAT_FIELDS, "stats_refreshed_at"], batch_size=500
         )
     return len(healths)
