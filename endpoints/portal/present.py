@@ -16,8 +16,11 @@ def _hm(value: datetime | None) -> str:
     return value.strftime("%H:%M") if value else "?"
 
 
-def breaker_words(health: EndpointHealth | None) -> str:
+def breaker_words(health: EndpointHealth | None, *, active: bool = True) -> str:
     """E.g. "opened at 14:02 after 10 consecutive failures; next probe at 14:07"."""
+    if not active:
+        # "deliveries flow normally" beside a disabled endpoint misleads.
+        return "not in use: the endpoint is disabled, nothing is sent"
     if health is None:
         return "closed: no delivery has been recorded yet"
     failures = health.consecutive_failures

@@ -248,6 +248,13 @@ def test_breaker_words(fields, words):
     assert words in breaker_words(health)
 
 
+def test_breaker_words_of_a_disabled_endpoint_do_not_say_deliveries_flow():
+    health = EndpointHealth(failure_threshold=10, cooldown_seconds=300)
+    assert breaker_words(health, active=False) == (
+        "not in use: the endpoint is disabled, nothing is sent"
+    )
+
+
 def test_the_chart_has_one_bar_pair_per_hour(world):
     from deliveries.portal_selectors import endpoint_window
 

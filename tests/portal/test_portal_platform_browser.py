@@ -1,5 +1,6 @@
-"""A platform's customer in Debian's Chromium: from an API-made link to every page,
-at 1280 and 390 px wide without horizontal scrolling, plus the portal in an iframe."""
+"""A platform's customer in Debian's Chromium: from an API-made link to every page
+(and the states its forms lead to), at 1280 and 390 px wide with nothing past the
+right edge, plus the portal in an iframe."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 from playwright.sync_api import expect
 
 from endpoints.models import Endpoint, Merchant
+from endpoints.services import endpoint_disable
 from tests import factories
 from tests.api.conftest import api_as
 from tests.browser import chromium_page, shot
@@ -63,13 +65,43 @@ def world():
     return {"endpoint": endpoint, "globex": globex}
 
 
+# Anything laid out past the right edge of the screen, outside the boxes that
+# scroll on purpose (code, inputs, wide tables in .scroll): a tab or a button
+# hidden in a sideways scroller is as lost as one that widens the page.
+STICKING_OUT = """() => {
+  const edge = window.innerWidth + 0.5, out = [];
+  for (const el of document.querySelectorAll("body *")) {
+    const box = el.getBoundingClientRect();
+    if (box.width === 0 || box.right <= edge) continue;
+    if (el.closest("pre, input, textarea, select, .scroll")) continue;
+    out.push(`${el.tagName.toLowerCase()}.${el.className} "${el.textContent.trim().slice(0, 30)}" ends at ${Math.round(box.right)}`);
+  }
+  return out;
+}"""
+
+
 def no_horizontal_scroll(page) -> None:
     width = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
     assert width[0] <= width[1], f"{page.url} is {width[0]} px wide in {width[1]}"
+    out = page.evaluate(STICKING_OUT)
+    assert not out, f"{page.url}: past the right edge: {out[:5]}"
+
+
+def disabled_endpoint(endpoint: Endpoint) -> Endpoint:
+    """A second endpoint, auto-disabled, for the banner and held rows."""
+    other = factories.endpoint(endpoint.merchant, url=LONG_URL + "-2")
+    dead_delivery(other, type="order.refunded")
+    endpoint_disable(
+        endpoint=other,
+        reason="auto-disabled: no success for 120 h and 24 failed attempts",
+        by="auto-disable",
+    )
+    return other
 
 
 def walk(page, base: str, endpoint: Endpoint, width: int) -> None:
     ep = f"{base}/portal/m/acme/endpoints/{endpoint.pk}"
+    off = f"{base}/portal/m/acme/endpoints/{disabled_endpoint(endpoint).pk}"
     delivery = endpoint.deliveries.order_by("-pk").first()
     pages = {
         "endpoints": f"{base}/portal/m/acme/",
@@ -81,16 +113,60 @@ def walk(page, base: str, endpoint: Endpoint, width: int) -> None:
         "recover": f"{ep}/recover/",
         "rotate": f"{ep}/secret/rotate/",
         "delete": f"{ep}/delete/",
+        "disabled-endpoint": f"{off}/",
+        "disabled-deliveries": f"{off}/deliveries/",
+        "disabled-health": f"{off}/health/",
         "new-endpoint": f"{base}/portal/m/acme/endpoints/new/",
         "deliveries": f"{base}/portal/m/acme/deliveries/?status=dead",
+        "deliveries-search": f"{base}/portal/m/acme/deliveries/?q=nothing&type=order.*",
         "delivery": f"{base}/portal/m/acme/deliveries/{delivery.pk}/",
         "catalogue": f"{base}/portal/m/acme/event-types/",
+        "notifications": f"{base}/portal/m/acme/notifications/",
     }
     for name, address in pages.items():
         response = page.goto(address)
         assert response.status == 200, (name, response.status)
         no_horizontal_scroll(page)
         shot(page, f"platform-{width}-{name}")
+    # Its only delivery is dead, so nothing is held: the banner does not say "0 held".
+    page.goto(pages["disabled-endpoint"])
+    expect(page.locator("#condition")).to_contain_text("No delivery is waiting for it")
+    expect(page.locator("#reenable")).to_have_text("Re-enable")
+    # The states a page reaches through its forms.
+    steps = {
+        "secret-revealed": (f"{ep}/", lambda: page.click("#reveal")),
+        "filter-preview": (f"{ep}/edit/", lambda: page.click("#preview-filter")),
+        "example-refused": (f"{ep}/example/", lambda: send_example(page, "{}")),
+        "recover-count": (f"{ep}/recover/", lambda: page.click("#recover-preview")),
+        "bulk-replay-confirm": (
+            f"{base}/portal/m/acme/deliveries/?status=dead",
+            lambda: page.click("#bulk-replay button[type=submit]"),
+        ),
+        "curl": (
+            f"{base}/portal/m/acme/deliveries/{delivery.pk}/",
+            lambda: page.click("details summary"),
+        ),
+        "notifications-refused": (
+            f"{base}/portal/m/acme/notifications/",
+            lambda: submit(page, "#id_extra_emails", "not-an-address"),
+        ),
+    }
+    for name, (address, act) in steps.items():
+        page.goto(address)
+        act()
+        page.wait_for_load_state()
+        no_horizontal_scroll(page)
+        shot(page, f"platform-{width}-{name}")
+
+
+def send_example(page, data: str) -> None:
+    page.fill("#id_data", data)
+    page.click("#send-example")
+
+
+def submit(page, field: str, value: str) -> None:
+    page.fill(field, value)
+    page.click("main form button[type=submit]")
 
 
 @pytest.mark.parametrize("width", [1280, 390])
@@ -99,6 +175,13 @@ def test_a_link_opens_every_page_without_horizontal_scroll(
 ):
     settings.PORTAL_PRODUCT_NAME = "Acme Payments"
     with chromium_page(width=width, height=900) as page:
+        for name, address in {
+            "login": f"{live_server.url}/portal/login/",
+            "link-unknown": f"{live_server.url}/portal/link/no-such-token/",
+        }.items():
+            page.goto(address)
+            no_horizontal_scroll(page)
+            shot(page, f"platform-{width}-{name}")
         page.goto(portal_link(live_server))
         expect(page.locator("h1")).to_contain_text("Endpoints")
         expect(page.locator(".brand")).to_have_text("Acme Payments")

@@ -67,7 +67,7 @@ def endpoint_list(request: HttpRequest, access: Access) -> HttpResponse:
     rows = [
         (
             endpoint,
-            breaker_words(getattr(endpoint, "health", None)),
+            breaker_words(getattr(endpoint, "health", None), active=endpoint.is_active),
             is_failing(endpoint),
         )
         for endpoint in failing_first(endpoints)
@@ -164,7 +164,9 @@ def endpoint_detail(request: HttpRequest, access: Access) -> HttpResponse:
             "revealed": revealed,
             # The current (newest) secret fills the snippets once revealed.
             "snippet_secret": live[0].secret if revealed and live else "whsec_…",
-            "breaker": breaker_words(getattr(endpoint, "health", None)),
+            "breaker": breaker_words(
+                getattr(endpoint, "health", None), active=endpoint.is_active
+            ),
             "condition": endpoint_condition(endpoint),
             "filter_json": json.dumps(endpoint.filter, indent=2)
             if endpoint.filter

@@ -22,7 +22,10 @@ def endpoint_health(request: HttpRequest, access: Access) -> HttpResponse:
         {
             "window": window,
             "chart": hourly_chart(window.hours),
-            "breaker": breaker_words(getattr(access.endpoint, "health", None)),
+            "breaker": breaker_words(
+                getattr(access.endpoint, "health", None),
+                active=access.endpoint.is_active,
+            ),
             "health": getattr(access.endpoint, "health", None),
         },
     )
