@@ -1,9 +1,10 @@
 """Publishing as the REST API needs it: by merchant slug, idempotent, in batches.
 
-A publish is two round trips: the merchants and their active endpoints in one
-query (`endpoints.selectors.audiences`), then one statement that writes the
-events, their deliveries and the NOTIFY (`deliveries.outbox`); outside a
-transaction, so no BEGIN/COMMIT.
+A publish is one round trip: one statement writes the events, their
+deliveries and the NOTIFY (`deliveries.outbox`), outside a transaction, so no
+BEGIN/COMMIT. The merchants and their active endpoints come from this
+process's cache (`endpoints.audiences`), checked by that statement; a
+merchant not cached, or changed, costs one query that reads them.
 
 Idempotency-Key: one event per (scope, key), whatever the race. On
 PostgreSQL the request runs in a transaction whose first statement reads the
@@ -30,7 +31,7 @@ from django.db import connection, transaction
 from deliveries.models import Event
 from deliveries.selectors import event_by_idempotency_key
 from deliveries.services import EventInput, drafts_publish, request_fingerprint
-from endpoints.selectors import Audience, audience_locked, audiences
+from endpoints.audiences import Audience, audience_locked, audiences
 from relayproject.clock import utcnow
 
 
@@ -52,8 +53,10 @@ class UnknownMerchant(Exception):
         self.index = index
 
 
-def _visible(slugs: Collection[str], only_merchant: int | None) -> dict[str, Audience]:
-    found = audiences(slugs=slugs)
+def _visible(
+    slugs: Collection[str], only_merchant: int | None, *, cached: bool
+) -> dict[str, Audience]:
+    found = audiences(slugs=slugs, cached=cached)
     if only_merchant is None:
         return found
     # A scoped key sees another merchant as absent, never as forbidden.
@@ -76,11 +79,14 @@ def event_ingest(
     IdempotencyMismatch; a refused request writes nothing.
     """
     if key is None:
-        audience = _visible([merchant], only_merchant).get(merchant)
-        if audience is None:
-            raise UnknownMerchant(merchant)
-        items = [(audience, EventInput(type, data))]
-        return drafts_publish(items=items, now=utcnow())[0], False
+
+        def read(cached: bool) -> list[tuple[Audience, EventInput]]:
+            found = _visible([merchant], only_merchant, cached=cached)
+            if merchant not in found:
+                raise UnknownMerchant(merchant)
+            return [(found[merchant], EventInput(type, data))]
+
+        return drafts_publish(read=read, now=utcnow())[0], False
     with transaction.atomic():
         if connection.vendor == "postgresql":
             audience, got = audience_locked(slug=merchant, lock=f"{scope}:{key}")
@@ -90,8 +96,11 @@ def event_ingest(
             raise UnknownMerchant(merchant)
         if not got:
             raise IdempotencyInProgress(key)
+        # Read under the lock (not cached), so the write checks nothing more.
         items = [(audience, EventInput(type, data, key, scope))]
-        created = drafts_publish(items=items, now=utcnow(), only_new_key=True)
+        created = drafts_publish(
+            read=lambda cached: items, now=utcnow(), only_new_key=True
+        )
         if created:
             return created[0], False
         existing = event_by_idempotency_key(scope=scope, key=key)
@@ -113,11 +122,12 @@ def events_ingest(
     Raises UnknownMerchant for the first event of a merchant the caller may
     not see, then validation.EventsRefused naming every refused event.
     """
-    visible = _visible({slug for slug, _, _ in items}, only_merchant)
-    for index, (slug, _, _) in enumerate(items):
-        if slug not in visible:
-            raise UnknownMerchant(slug, index)
-    return drafts_publish(
-        items=[(visible[slug], EventInput(type, data)) for slug, type, data in items],
-        now=utcnow(),
-    )
+
+    def read(cached: bool) -> list[tuple[Audience, EventInput]]:
+        visible = _visible({slug for slug, _, _ in items}, only_merchant, cached=cached)
+        for index, (slug, _, _) in enumerate(items):
+            if slug not in visible:
+                raise UnknownMerchant(slug, index)
+        return [(visible[slug], EventInput(type, data)) for slug, type, data in items]
+
+    return drafts_publish(read=read, now=utcnow())

@@ -6,7 +6,9 @@ one round trip. Outside a transaction that statement is its own transaction
 (PostgreSQL runs a statement atomically), so the API needs no BEGIN/COMMIT;
 inside the caller's transaction it is part of theirs (a transactional outbox).
 Foreign keys are DEFERRABLE INITIALLY DEFERRED, so deliveries may name events
-written by the same statement.
+written by the same statement. When the fan-out used cached audiences, the
+same statement checks they still hold (endpoints.audiences) and writes
+nothing if one does not.
 
 PostgreSQL folds repeated NOTIFYs on one channel in a transaction, but each
 one still costs a statement: the first publish in a transaction carries the
@@ -15,12 +17,13 @@ NOTIFY, and the rest of the transaction knows it was sent (`_notified`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from django.db import IntegrityError, connection, transaction
 
 from deliveries.models import Delivery, Event
+from endpoints.audiences import AudienceChanged, guard_sql
 from relayproject import rowsql
 
 NOTIFY_CHANNEL = "relay_deliveries"
@@ -37,9 +40,18 @@ class Draft:
     deliveries: list[Delivery] = field(default_factory=list)
 
 
-def drafts_write(drafts: Sequence[Draft], *, only_new_key: bool = False) -> bool:
+def drafts_write(
+    drafts: Sequence[Draft],
+    *,
+    only_new_key: bool = False,
+    unchanged: Mapping[int, str] | None = None,
+) -> bool:
     """Write drafts atomically; False if nothing was written because an event
     with the (one) draft's idempotency key is stored already (only_new_key).
+
+    unchanged: merchant id -> fingerprint of the cached audience the drafts
+    were fanned out to (endpoints.audiences); checked in the writing
+    statement, which writes nothing and raises AudienceChanged if one moved.
 
     On PostgreSQL the key is looked up in the writing statement, whose
     snapshot must be younger than the caller's lock on that key (see
@@ -48,7 +60,7 @@ def drafts_write(drafts: Sequence[Draft], *, only_new_key: bool = False) -> bool
     if not drafts:
         return True
     if connection.vendor == "postgresql":
-        return _write_postgres(drafts, only_new_key)
+        return _write_postgres(drafts, only_new_key, unchanged or {})
     return _write_orm(drafts, idempotent=only_new_key)
 
 
@@ -60,26 +72,40 @@ def notify_dispatchers() -> None:
         _mark_notified()
 
 
-def _write_postgres(drafts: Sequence[Draft], only_new_key: bool) -> bool:
+def _write_postgres(
+    drafts: Sequence[Draft], only_new_key: bool, unchanged: Mapping[int, str]
+) -> bool:
     events = [d.event for d in drafts]
     deliveries = [x for d in drafts for x in d.deliveries]
+    ctes, answers, all_params = [], ["(SELECT count(*) FROM ev)"], []
+    conditions: list[tuple[str, list]] = []  # on the events (and so deliveries)
+    if unchanged:
+        sql, params = guard_sql(unchanged)
+        ctes.append(f"fresh AS (SELECT {sql} AS ok)")
+        all_params += params
+        conditions.append(("(SELECT ok FROM fresh)", []))
+        answers.append("(SELECT ok FROM fresh)")
+    if only_new_key:
+        conditions.append(
+            (
+                "NOT EXISTS (SELECT 1 FROM deliveries_event o "
+                "WHERE o.idempotency_scope = %s AND o.idempotency_key = %s)",
+                [events[0].idempotency_scope, events[0].idempotency_key],
+            )
+        )
     # The JSON text made once for validation is what is stored (as jsonb).
     sql, params = rowsql.insert_rows(
         events, prepared={"data": [d.data_json for d in drafts]}
     )
-    ctes, answers, all_params = [], ["(SELECT count(*) FROM ev)"], []
-    if only_new_key:
-        sql += (
-            " WHERE NOT EXISTS (SELECT 1 FROM deliveries_event o "
-            "WHERE o.idempotency_scope = %s AND o.idempotency_key = %s)"
-        )
-        params += [events[0].idempotency_scope, events[0].idempotency_key]
+    if conditions:
+        sql += " WHERE " + " AND ".join(condition for condition, _ in conditions)
+        params += [param for _, more in conditions for param in more]
     ctes.append(f"ev AS ({sql} RETURNING id)")
     all_params += params
     notify = bool(deliveries) and not _notified()
     if deliveries:
         sql, params = rowsql.insert_rows(deliveries, by_row=_BY_EVENT)
-        if only_new_key:  # no deliveries for an event that was not written
+        if conditions:  # no deliveries for an event that was not written
             sql += " WHERE u.event_id IN (SELECT id FROM ev)"
         ctes.append(f"dl AS ({sql} RETURNING 1)")
         all_params += params
@@ -93,6 +119,8 @@ def _write_postgres(drafts: Sequence[Draft], only_new_key: bool) -> bool:
             f"WITH {', '.join(ctes)} SELECT {', '.join(answers)}", all_params
         )
         row = cursor.fetchone()
+    if unchanged and not row[1]:
+        raise AudienceChanged(sorted(unchanged))
     if notify and row[-1] is not None:
         _mark_notified()
     return row[0] == len(events)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from django.db import transaction
@@ -20,8 +20,8 @@ from deliveries.outbox import (
     drafts_write,
     notify_dispatchers,
 )
+from endpoints.audiences import Audience, AudienceChanged, audiences
 from endpoints.models import Endpoint, Merchant
-from endpoints.selectors import Audience, audiences
 from relayproject import rowsql
 from relayproject.clock import utcnow
 from relayproject.ids import new_delivery_id, new_event_id
@@ -64,8 +64,9 @@ def event_publish(
     Runs inside the caller's transaction when there is one (a transactional
     outbox): the deliveries exist exactly when the caller's data does.
     endpoint_ids aims it at those active endpoints alone, whatever their
-    event_types (a portal test event goes to one endpoint). Two round trips:
-    the merchant's endpoints, then one statement that writes everything.
+    event_types (a portal test event goes to one endpoint). One statement
+    writes everything; before it, the merchant's endpoints are read unless
+    this process has them cached (endpoints.audiences; the write checks them).
     """
     return events_publish(
         merchant=merchant,
@@ -86,34 +87,53 @@ def events_publish(
 
     Raises validation.EventsRefused (nothing written) if any event is refused.
     """
-    found = audiences(merchant_ids=[merchant.pk])
-    if not found:
-        raise Merchant.DoesNotExist(f"No merchant with id {merchant.pk}.")
-    # The caller's instance, so the events carry exactly the object they gave.
-    audience = Audience(merchant, next(iter(found.values())).endpoints)
+
+    def read(cached: bool) -> list[tuple[Audience, EventInput]]:
+        found = audiences(merchant_ids=[merchant.pk], cached=cached)
+        if not found:
+            raise Merchant.DoesNotExist(f"No merchant with id {merchant.pk}.")
+        # The caller's instance, so the events carry exactly the object they gave.
+        audience = replace(next(iter(found.values())), merchant=merchant)
+        return [(audience, item) for item in events]
+
     return drafts_publish(
-        items=[(audience, item) for item in events],
+        read=read,
         aimed_at=None if endpoint_ids is None else set(endpoint_ids),
         now=now or utcnow(),
     )
 
 
+Items = Sequence[tuple[Audience, EventInput]]
+
+
 def drafts_publish(
     *,
-    items: Sequence[tuple[Audience, EventInput]],
+    read: Callable[[bool], Items],
     now: datetime,
     aimed_at: Collection[str] | None = None,
     only_new_key: bool = False,
 ) -> list[Event]:
     """Validate, fan out and write events in a relay.publish span, all or none.
 
+    read(cached) gives the events with their audiences, cached ones first;
+    if one of those had changed (the write checks, endpoints.audiences),
+    nothing was written and the events are fanned out again to read(False).
     The span's W3C context is stored on each event, so the dispatcher's send
     spans can link back to the publishing trace. With only_new_key, see
     outbox.drafts_write: [] when the keyed event already existed.
     """
+    items = read(True)
     with tracer.start_as_current_span("relay.publish") as span:
         drafts = drafts_prepare(items=items, now=now, aimed_at=aimed_at)
-        if not drafts_write(drafts, only_new_key=only_new_key):
+        unchanged = {a.merchant.pk: a.fingerprint for a, _ in items if a.fingerprint}
+        try:
+            written = drafts_write(
+                drafts, only_new_key=only_new_key, unchanged=unchanged
+            )
+        except AudienceChanged:
+            drafts = drafts_prepare(items=read(False), now=now, aimed_at=aimed_at)
+            written = drafts_write(drafts, only_new_key=only_new_key)
+        if not written:
             return []
         created = drafts_published(drafts)
         if span.is_recording():

@@ -31,12 +31,16 @@ def _allow_loopback(settings):
 
 @pytest.fixture(autouse=True)
 def _fresh_key_cache():
-    # Each test's keys are read from its own database, not a previous test's.
+    # Each test's keys and audiences are read from its own database, not a
+    # previous test's (so its query counts do not depend on the order).
+    from endpoints.audiences import cache
     from endpoints.keycache import live_keys
 
     live_keys.clear()
+    cache.clear()
     yield
     live_keys.clear()
+    cache.clear()
 
 
 @pytest.fixture

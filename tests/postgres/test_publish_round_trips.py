@@ -18,6 +18,7 @@ from django.test.utils import CaptureQueriesContext
 
 from deliveries.models import Delivery, Event
 from deliveries.services import EventInput, event_publish, events_publish
+from endpoints.services import endpoint_update
 from tests import factories
 from tests.acceptance.processes import dispatcher_database_url
 from tests.api.conftest import api_as, assert_problem
@@ -58,7 +59,7 @@ def _post(api, path, body, **kwargs):
     return response, _sql(captured)
 
 
-def test_a_single_publish_is_two_statements_once_the_key_is_cached(acme):
+def test_a_single_publish_is_one_statement_once_key_and_audience_are_cached(acme):
     api = api_as(None)
     first, cold = _post(api, "/events", EVENT)
     second, warm = _post(api, "/events", EVENT)
@@ -68,9 +69,51 @@ def test_a_single_publish_is_two_statements_once_the_key_is_cached(acme):
     # Key (read and touched in one statement), merchant with its endpoints,
     # then the event, its deliveries and the NOTIFY in one statement.
     assert len(cold) == 3, cold
-    assert len(warm) == 2, warm
-    assert "pg_notify" in warm[1]
+    # Warm: the write alone, which checks the cached audience still holds.
+    assert len(warm) == 1, warm
+    assert "pg_notify" in warm[0]
     assert Delivery.objects.count() == 4
+
+
+def _disable(endpoint):
+    endpoint_update(endpoint=endpoint, is_active=False)
+
+
+def _resubscribe(endpoint):
+    endpoint_update(endpoint=endpoint, event_types=["invoice.*"])
+
+
+def _add(endpoint):
+    factories.endpoint(endpoint.merchant, event_types=["order.created"])
+
+
+@pytest.mark.parametrize(
+    ("change", "receivers"), [(_disable, 1), (_resubscribe, 1), (_add, 3)]
+)
+def test_an_endpoint_changed_after_caching_is_seen_by_the_next_publish(
+    acme, change, receivers
+):
+    api = api_as(None)
+    _post(api, "/events", EVENT)  # caches the key and acme's audience
+    change(acme.endpoints.get(event_types=[]))  # one of the two receivers
+    response, queries = _post(api, "/events", EVENT)
+
+    assert response.status_code == 201
+    assert len(response.json()["deliveries"]) == receivers
+    # The write found the cached audience stale and wrote nothing, then the
+    # audience was read again and the write repeated.
+    assert len(queries) == 3, queries
+    assert Event.objects.count() == 2
+    assert Delivery.objects.count() == 2 + receivers
+
+
+def test_a_merchant_deleted_after_caching_is_unknown(acme):
+    api = api_as(None)
+    _post(api, "/events", EVENT)
+    acme.delete()
+    response, _ = _post(api, "/events", EVENT)
+
+    assert_problem(response, 404, ["body", "merchant"])
 
 
 def test_an_idempotent_publish_is_two_statements_and_a_replay_three(acme):
@@ -95,7 +138,7 @@ def test_an_idempotent_publish_is_two_statements_and_a_replay_three(acme):
     assert Event.objects.count() == 1
 
 
-def test_a_batch_of_any_size_and_merchants_is_two_statements(acme):
+def test_a_batch_of_any_size_and_merchants_is_two_statements_then_one(acme):
     globex = factories.merchant("globex")
     factories.endpoint(globex)
     api = api_as(None)
@@ -105,11 +148,15 @@ def test_a_batch_of_any_size_and_merchants_is_two_statements(acme):
         for n in range(300)
     ]
     response, queries = _post(api, "/events/batch", {"events": events})
+    again, warm = _post(api, "/events/batch", {"events": events})
 
-    assert response.status_code == 201
+    assert response.status_code == again.status_code == 201
+    # The merchants with their endpoints, then everything in one statement;
+    # with both audiences cached, that statement alone.
     assert len(queries) == 2, queries
-    assert Event.objects.count() == 300
-    assert Delivery.objects.count() == 200 * 2 + 100
+    assert len(warm) == 1, warm
+    assert Event.objects.count() == 600
+    assert Delivery.objects.count() == 2 * (200 * 2 + 100)
 
 
 def test_a_refused_batch_costs_one_read_and_writes_nothing(acme):
@@ -123,7 +170,7 @@ def test_a_refused_batch_costs_one_read_and_writes_nothing(acme):
     assert not Event.objects.exists()
 
 
-def test_in_process_publish_is_two_statements_and_one_notify_a_transaction(acme):
+def test_in_process_publish_reads_the_audience_once_and_notifies_once(acme):
     with CaptureQueriesContext(connection) as captured, transaction.atomic():
         event_publish(merchant=acme, type="order.created", data={"n": 1})
         events_publish(
@@ -134,9 +181,20 @@ def test_in_process_publish_is_two_statements_and_one_notify_a_transaction(acme)
 
     assert queries[0] == "BEGIN" and queries[-1] == "COMMIT"
     queries = _statements(queries)
-    assert len(queries) == 4, queries
+    # acme's endpoints, the first write (with the NOTIFY), the second write.
+    assert len(queries) == 3, queries
     assert sum("pg_notify" in q or "NOTIFY" in q for q in queries) == 1
     assert Delivery.objects.count() == 8
+
+
+def test_an_endpoint_added_in_the_callers_transaction_gets_the_event(acme):
+    event_publish(merchant=acme, type="order.created", data={})  # cached
+    with transaction.atomic():
+        added = factories.endpoint(acme, event_types=["order.created"])
+        event = event_publish(merchant=acme, type="order.created", data={})
+
+    assert added.pk in {d.endpoint_id for d in event.created_deliveries}
+    assert Delivery.objects.filter(event=event).count() == 3
 
 
 def _notifications_after(publish) -> list:
