@@ -10,8 +10,13 @@ from relayproject.ids import new_delivery_id, new_event_id
 
 class Event(models.Model):
     id = models.CharField(primary_key=True, max_length=40, default=new_event_id)
+    # No index of its own: the (merchant, ...) indexes below lead with it,
+    # and every index is one more write per event published.
     merchant = models.ForeignKey(
-        "endpoints.Merchant", on_delete=models.CASCADE, related_name="events"
+        "endpoints.Merchant",
+        on_delete=models.CASCADE,
+        related_name="events",
+        db_index=False,
     )
     type = models.CharField(max_length=255)
     data = models.JSONField()
@@ -57,14 +62,22 @@ class Delivery(models.Model):
     # by day (migration 0006) and a foreign key into one would make dropping
     # a day check every reference. deliveries.retention removes an event only
     # with its last delivery.
+    # Neither relation has an index of its own (Django would add two each on
+    # PostgreSQL, one for LIKE): delivery_unique_event_endpoint leads with
+    # event, several indexes below lead with endpoint, and a publish writes
+    # every index of every delivery it makes (migration 0010).
     event = models.ForeignKey(
         Event,
         on_delete=models.CASCADE,
         related_name="deliveries",
         db_constraint=False,
+        db_index=False,
     )
     endpoint = models.ForeignKey(
-        "endpoints.Endpoint", on_delete=models.CASCADE, related_name="deliveries"
+        "endpoints.Endpoint",
+        on_delete=models.CASCADE,
+        related_name="deliveries",
+        db_index=False,
     )
     status = models.CharField(
         max_length=16, choices=Status.choices, default=Status.PENDING
