@@ -29,6 +29,8 @@ def raw_session(options: str = "") -> psycopg.Connection:
     params = connection.get_connection_params()
     for name in ("cursor_factory", "context", "prepare_threshold"):
         params.pop(name, None)
+    # The app's own session options (jit=off) come first; ours are added.
+    options = f"{params.pop('options', '')} {options}".strip()
     return psycopg.connect(**params, options=options)
 
 
