@@ -9,10 +9,11 @@ no partition. A delivery is made a moment after its event, so across
 midnight it can land a day later: an event's day is dropped one day after
 the deliveries' day, when all its deliveries have been seen.
 
-Dropping a day (`day_drop`) is one short transaction: DETACH the day's
-partitions, copy the rows that must stay back into the parents (they land
-in the default partitions, since their day is gone), commit; the detached
-tables are then counted and dropped outside any lock on the parents. Its
+Dropping a day (`day_drop`) is three short transactions, one per table
+(attempts, deliveries, events: see DROP_ORDER): DETACH the day's partition,
+copy the rows that must stay back into the parent (they land in the default
+partition, since their day is gone), commit; the detached tables are then
+counted and dropped outside any lock on the parents. Its
 statements wait at most LOCK_TIMEOUT_MS for a lock and the transaction is
 retried, so a long query on a parent never makes dispatchers queue behind a
 waiting DETACH.
@@ -252,61 +253,75 @@ def days_to_drop(*, before: date) -> list[date]:
     return sorted(days)
 
 
-# Attempts and events stay with a delivery that stayed. Once a day's kept
-# deliveries are copied back they are the default partition's rows in that
-# day's id range: an attempt is in its delivery's day, and an event's
-# deliveries are in its day or the next (`days`: how many days to look at).
+# Which rows of a detached day stay: a delivery by kept_deliveries; an
+# attempt when its delivery stays; an event while any delivery refers to it
+# (by then its deliveries' days are gone: what is left of them stayed). The
+# deliveries are looked up in the parent table by id range: an attempt is in
+# its delivery's day, an event's deliveries are in its day or the next.
+# (key, deliveries' column, days of deliveries, only the kept ones)
 _STAYS_WITH = {
-    ATTEMPTS: ("t.delivery_id", "id", 1),
-    EVENTS: ("t.id", "event_id", 2),
+    ATTEMPTS: ("t.delivery_id", "id", 1, True),
+    EVENTS: ("t.id", "event_id", 2, False),
 }
+# Attempts go first and events last, each table in its own transaction, so
+# at every commit in between each attempt's delivery and each delivery's
+# event are still there; and a claim (which writes deliveries only) waits
+# for the deliveries' own copy, not for the attempts' and events'.
+DROP_ORDER = (ATTEMPTS, DELIVERIES, EVENTS)
+
+
+def _detach_and_keep(
+    history: History, *, day: date, before: date, include_dead: bool
+) -> int | None:
+    """DETACH `history`'s partition of `day`'s drop and copy back its rows
+    that stay, in the caller's transaction: how many stayed (None: no
+    partition to detach)."""
+    own_day = _dropped_with(day)[history]
+    if own_day not in partition_days(history):
+        return None
+    name = history.partition(own_day)
+    kept = kept_deliveries(before=before, include_dead=include_dead)
+    with connection.cursor() as cursor:
+        cursor.execute(f"ALTER TABLE {history.table} DETACH PARTITION {name}")
+        if history is DELIVERIES:
+            cursor.execute(
+                f"INSERT INTO {history.table} SELECT * FROM {name} WHERE {kept}"
+            )
+            return cursor.rowcount
+        key, column, days, only_kept = _STAYS_WITH[history]
+        low = DELIVERIES.bound(own_day)
+        high = DELIVERIES.bound(own_day + timedelta(days=days))
+        cursor.execute(
+            f"INSERT INTO {history.table} SELECT t.* FROM {name} t "
+            f"WHERE {key} IN (SELECT {column} FROM {DELIVERIES.table} "
+            f"WHERE id >= {low} AND id < {high}{f' AND {kept}' if only_kept else ''})"
+        )
+        return cursor.rowcount
 
 
 def day_drop(*, day: date, before: date, include_dead: bool) -> DayDropped:
     """Drop one day of history, keeping the rows that must stay (see module doc)."""
-
-    names = {h: h.partition(d) for h, d in _dropped_with(day).items()}
-
-    def detach_and_keep() -> dict[History, int]:
-        kept: dict[History, int] = {}
-        with connection.cursor() as cursor:
-            for history in TABLES:
-                if _dropped_with(day)[history] in partition_days(history):
-                    cursor.execute(
-                        f"ALTER TABLE {history.table} DETACH PARTITION {names[history]}"
-                    )
-                    kept[history] = 0
-            if DELIVERIES in kept:
-                cursor.execute(
-                    f"INSERT INTO {DELIVERIES.table} SELECT * FROM "
-                    f"{names[DELIVERIES]} "
-                    f"WHERE {kept_deliveries(before=before, include_dead=include_dead)}"
-                )
-                kept[DELIVERIES] = cursor.rowcount
-            for history, (key, column, days) in _STAYS_WITH.items():
-                if history not in kept:
-                    continue
-                start = _dropped_with(day)[history]
-                low = DELIVERIES.bound(start)
-                high = DELIVERIES.bound(start + timedelta(days=days))
-                cursor.execute(
-                    f"INSERT INTO {history.table} SELECT t.* FROM "
-                    f"{names[history]} t WHERE {key} IN (SELECT {column} FROM "
-                    f"{DELIVERIES.default} WHERE id >= {low} AND id < {high})"
-                )
-                kept[history] = cursor.rowcount
-        return kept
-
-    started = time.monotonic()
-    kept = _briefly_locked(detach_and_keep)
-    held_ms = (time.monotonic() - started) * 1000  # lock waits and retries included
+    kept: dict[History, int] = {}
+    held_ms: dict[History, float] = {}
+    for history in DROP_ORDER:
+        started = time.monotonic()
+        stayed = _briefly_locked(
+            lambda h=history: _detach_and_keep(
+                h, day=day, before=before, include_dead=include_dead
+            )
+        )
+        if stayed is not None:
+            kept[history] = stayed
+            # Lock waits and retries included.
+            held_ms[history] = (time.monotonic() - started) * 1000
     # Outside the parents' locks: count what went, then drop the tables.
     gone: dict[History, int] = {}
     with connection.cursor() as cursor:
         for history, stayed in kept.items():
-            cursor.execute(f"SELECT count(*) FROM {names[history]}")
+            name = history.partition(_dropped_with(day)[history])
+            cursor.execute(f"SELECT count(*) FROM {name}")
             gone[history] = cursor.fetchone()[0] - stayed
-            cursor.execute(f"DROP TABLE {names[history]}")
+            cursor.execute(f"DROP TABLE {name}")
     dropped = DayDropped(
         day=day,
         deliveries=gone.get(DELIVERIES, 0),
@@ -317,13 +332,13 @@ def day_drop(*, day: date, before: date, include_dead: bool) -> DayDropped:
     )
     logger.info(
         "dropped %d partitions of %s: %d deliveries, %d attempts, %d events "
-        "(%d deliveries kept; detach and copy took %.0f ms)",
+        "(%d deliveries kept; detach and copy took %s)",
         dropped.partitions,
         day,
         dropped.deliveries,
         dropped.attempts,
         dropped.events,
         dropped.kept_deliveries,
-        held_ms,
+        ", ".join(f"{h.table} {ms:.0f} ms" for h, ms in held_ms.items()),
     )
     return dropped
