@@ -203,7 +203,10 @@ def test_dry_run_sizes_analyzed_days_by_their_statistics(history):
 
     dry = prune("--older-than", "30", "--dry-run", "--include-dead")
 
-    assert dry.startswith("would delete about 3 deliveries, 5 attempts, 2 events")
+    assert dry.startswith(
+        "would delete about 3 deliveries, about 5 attempts, about 2 events"
+    )
+    assert "'about': the days' rows from table statistics" in dry
 
 
 def test_an_idempotency_key_used_on_another_day_still_replays():

@@ -46,11 +46,14 @@ class Command(BaseCommand):
                 f"dropped so far are gone, run it again later: {exc}"
             ) from exc
         verb = "would delete" if options["dry_run"] else "deleted"
-        if result.estimated:
-            verb += " about"
+        figures = ", ".join(
+            f"{'about ' if name in result.estimated else ''}"
+            f"{getattr(result, name)} {name}"
+            for name in ("deliveries", "attempts", "events")
+        )
         days = f"; dropped {result.partitions} partitions" if result.partitions else ""
+        notes = "".join(f"; {note}" for note in result.notes)
         self.stdout.write(
-            f"{verb} {result.deliveries} deliveries, {result.attempts} attempts, "
-            f"{result.events} events (finished before "
-            f"{result.before:%Y-%m-%d %H:%M} UTC{days})"
+            f"{verb} {figures} (finished before "
+            f"{result.before:%Y-%m-%d %H:%M} UTC{days}{notes})"
         )
