@@ -271,6 +271,9 @@ def _pending(endpoint, count: int) -> None:
         seed.delivery(endpoint, status="pending", created_at=utcnow())
 
 
+REPORT_SECONDS = 3.0
+
+
 def test_prune_while_a_dispatcher_claims_and_a_long_query_holds_the_table(
     history, old_days
 ):
@@ -301,7 +304,7 @@ def test_prune_while_a_dispatcher_claims_and_a_long_query_holds_the_table(
         target=lambda: (pruned.append(prune("--older-than", "30")), connection.close())
     )
     pruner.start()
-    time.sleep(1.5)  # the report runs this long; the prune keeps retrying
+    time.sleep(REPORT_SECONDS)  # the report runs this long; the prune retries
     assert pruner.is_alive()
     release.set()
     reader.join(10)
@@ -312,10 +315,12 @@ def test_prune_while_a_dispatcher_claims_and_a_long_query_holds_the_table(
     assert claimer.error is None
     assert pruned and "dropped 9 partitions" in pruned[0]
     assert claimer.claimed > 0
-    # Measured lock wait of the claims meanwhile: one lock timeout at most,
-    # not the 1.5 s the report held the table.
+    # Measured lock wait of the claims meanwhile: one lock timeout (0.1 s)
+    # and a copy-back of a few rows, not the 3 s the report held the table;
+    # the bound leaves a loaded machine 1.5 s. (At a million rows the copy
+    # is what claims wait for: bench/retention_bench.py.)
     print(f"longest claim during the prune: {max(claimer.waits) * 1000:.0f} ms")
-    assert max(claimer.waits) < 1.0
+    assert max(claimer.waits) < REPORT_SECONDS / 2
 
 
 def test_an_events_day_is_dropped_a_day_after_its_deliveries(old_days):
