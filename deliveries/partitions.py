@@ -272,48 +272,52 @@ DROP_ORDER = (ATTEMPTS, DELIVERIES, EVENTS)
 
 def _detach_and_keep(
     history: History, *, day: date, before: date, include_dead: bool
-) -> int | None:
+) -> tuple[int, float] | None:
     """DETACH `history`'s partition of `day`'s drop and copy back its rows
-    that stay, in the caller's transaction: how many stayed (None: no
-    partition to detach)."""
+    that stay, in the caller's transaction: how many stayed and how long the
+    table was locked, from asking for the lock (None: no partition)."""
     own_day = _dropped_with(day)[history]
     if own_day not in partition_days(history):
         return None
     name = history.partition(own_day)
     kept = kept_deliveries(before=before, include_dead=include_dead)
+    started = time.monotonic()
     with connection.cursor() as cursor:
         cursor.execute(f"ALTER TABLE {history.table} DETACH PARTITION {name}")
         if history is DELIVERIES:
             cursor.execute(
                 f"INSERT INTO {history.table} SELECT * FROM {name} WHERE {kept}"
             )
-            return cursor.rowcount
-        key, column, days, only_kept = _STAYS_WITH[history]
-        low = DELIVERIES.bound(own_day)
-        high = DELIVERIES.bound(own_day + timedelta(days=days))
-        cursor.execute(
-            f"INSERT INTO {history.table} SELECT t.* FROM {name} t "
-            f"WHERE {key} IN (SELECT {column} FROM {DELIVERIES.table} "
-            f"WHERE id >= {low} AND id < {high}{f' AND {kept}' if only_kept else ''})"
-        )
-        return cursor.rowcount
+        else:
+            key, column, days, only_kept = _STAYS_WITH[history]
+            low = DELIVERIES.bound(own_day)
+            high = DELIVERIES.bound(own_day + timedelta(days=days))
+            which = f" AND {kept}" if only_kept else ""
+            cursor.execute(
+                f"INSERT INTO {history.table} SELECT t.* FROM {name} t "
+                f"WHERE {key} IN (SELECT {column} FROM {DELIVERIES.table} "
+                f"WHERE id >= {low} AND id < {high}{which})"
+            )
+        return cursor.rowcount, (time.monotonic() - started) * 1000
 
 
 def day_drop(*, day: date, before: date, include_dead: bool) -> DayDropped:
     """Drop one day of history, keeping the rows that must stay (see module doc)."""
     kept: dict[History, int] = {}
-    held_ms: dict[History, float] = {}
+    held: list[str] = []
     for history in DROP_ORDER:
         started = time.monotonic()
-        stayed = _briefly_locked(
+        outcome = _briefly_locked(
             lambda h=history: _detach_and_keep(
                 h, day=day, before=before, include_dead=include_dead
             )
         )
-        if stayed is not None:
-            kept[history] = stayed
-            # Lock waits and retries included.
-            held_ms[history] = (time.monotonic() - started) * 1000
+        if outcome is not None:
+            kept[history], held_ms = outcome
+            tried_ms = (time.monotonic() - started) * 1000
+            held.append(
+                f"{history.table} {held_ms:.0f} ms ({tried_ms:.0f} with retries)"
+            )
     # Outside the parents' locks: count what went, then drop the tables.
     gone: dict[History, int] = {}
     with connection.cursor() as cursor:
@@ -332,13 +336,13 @@ def day_drop(*, day: date, before: date, include_dead: bool) -> DayDropped:
     )
     logger.info(
         "dropped %d partitions of %s: %d deliveries, %d attempts, %d events "
-        "(%d deliveries kept; detach and copy took %s)",
+        "(%d deliveries kept; locked for the detach and copy: %s)",
         dropped.partitions,
         day,
         dropped.deliveries,
         dropped.attempts,
         dropped.events,
         dropped.kept_deliveries,
-        ", ".join(f"{h.table} {ms:.0f} ms" for h, ms in held_ms.items()),
+        ", ".join(held),
     )
     return dropped
