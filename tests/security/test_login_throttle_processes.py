@@ -44,7 +44,7 @@ class Gunicorn:
         self.base = f"http://127.0.0.1:{self._port()}"
 
     def _port(self) -> int:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 90  # a loaded machine starts slowly
         while time.monotonic() < deadline:
             found = re.search(
                 r"Listening at: http://127\.0\.0\.1:(\d+)", self.log.read_text()
@@ -62,14 +62,14 @@ class Gunicorn:
 
 def admin_sign_in(base: str, password: str) -> requests.Response:
     session = requests.Session()
-    form = session.get(f"{base}/admin/login/", timeout=10)
+    form = session.get(f"{base}/admin/login/", timeout=60)
     token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form.text).group(1)
     return session.post(
         f"{base}/admin/login/?next=/admin/",
         data={"username": "root", "password": password, "csrfmiddlewaretoken": token},
         headers={"Referer": f"{base}/admin/login/"},
         allow_redirects=False,
-        timeout=10,
+        timeout=60,
     )
 
 
