@@ -12,7 +12,9 @@ the EXPLAIN of the row-locking statement at the largest size.
 
 Rows are inserted with one INSERT ... SELECT generate_series per size (a
 million takes a minute or two on the shared machine); timings there are
-noisy, so compare sizes within one run.
+noisy, so compare sizes within one run. Each size is timed on the dispatcher's
+own session settings (deliveries/dispatch/session.py: JIT off) and, round
+by round in turn, with JIT on as PostgreSQL defaults.
 """
 
 from __future__ import annotations
@@ -72,7 +74,9 @@ def backlog(*, rows: int) -> None:
         for n in range(OTHERS)
     ]
     with connection.cursor() as cursor:
-        for endpoint, count in [(big, rows)] + [(o, OTHERS_ROWS) for o in others]:
+        for n, (endpoint, count) in enumerate(
+            [(big, rows)] + [(o, OTHERS_ROWS) for o in others]
+        ):
             if not count:
                 continue
             # One event per row: the claim never reads events, and the
@@ -83,7 +87,8 @@ def backlog(*, rows: int) -> None:
                 " SELECT %s || g, %s, 'bench', '{}'::jsonb,"
                 " now() - interval '1 hour', '', '', ''"
                 " FROM generate_series(1, %s) g",
-                [f"evt_{endpoint.pk}_", merchant.pk, count],
+                # Short prefixes: ids are at most 40 characters, even at 1 M.
+                [f"evt_b{n}_", merchant.pk, count],
             )
             cursor.execute(
                 "INSERT INTO deliveries_delivery (id, event_id, endpoint_id, status,"
@@ -93,31 +98,41 @@ def backlog(*, rows: int) -> None:
                 " now() - interval '1 hour' + g * interval '1 ms', '', '',"
                 " now() - interval '1 hour'"
                 " FROM generate_series(1, %s) g",
-                [f"dlv_{endpoint.pk}_", f"evt_{endpoint.pk}_", endpoint.pk, count],
+                [f"dlv_b{n}_", f"evt_b{n}_", endpoint.pk, count],
             )
         cursor.execute("VACUUM ANALYZE deliveries_delivery")
         cursor.execute("VACUUM ANALYZE endpoints_endpoint")
 
 
-def time_claims() -> list[float]:
+def time_claims() -> dict[str, list[float]]:
+    """ROUNDS claims with JIT off (the dispatcher's session) and ROUNDS with it
+    on (PostgreSQL's default), alternating, so both see the same dead index
+    entries left by the rounds before; sorted timings in ms per setting."""
+    from django.db import connection
+
     from deliveries.dispatch import claiming
     from relayproject.clock import utcnow
 
-    timings = []
+    timings: dict[str, list[float]] = {"off": [], "on": []}
     for _ in range(ROUNDS):
-        now = utcnow()
-        started = time.perf_counter()
-        claim = claiming.claim_batch(
-            worker_id="bench", now=now, lease_seconds=60, limit=BATCH
-        )
-        timings.append((time.perf_counter() - started) * 1000)
-        claiming.release(
-            worker_id="bench",
-            lease_until=claim.lease_until,
-            delivery_ids=claim.delivery_ids,
-            due_at=now,
-        )
-    return timings
+        for jit in timings:
+            with connection.cursor() as cursor:
+                cursor.execute(f"SET jit = {jit}")
+            now = utcnow()
+            started = time.perf_counter()
+            claim = claiming.claim_batch(
+                worker_id="bench", now=now, lease_seconds=60, limit=BATCH
+            )
+            timings[jit].append((time.perf_counter() - started) * 1000)
+            claiming.release(
+                worker_id="bench",
+                lease_until=claim.lease_until,
+                delivery_ids=claim.delivery_ids,
+                due_at=now,
+            )
+    with connection.cursor() as cursor:
+        cursor.execute("SET jit = off")
+    return {jit: sorted(t) for jit, t in timings.items()}
 
 
 def server_ms() -> tuple[float, float, str]:
@@ -156,6 +171,10 @@ def server_ms() -> tuple[float, float, str]:
     return execution(plans[0]), execution(plans[1]), "\n".join(plans[1])
 
 
+def p95(ordered: list[float]) -> float:
+    return ordered[int(len(ordered) * 0.95) - 1]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", default=DEFAULT_DB)
@@ -173,23 +192,29 @@ def main() -> int:
     import django
 
     django.setup()
+    from deliveries.dispatch.session import limit_dispatcher_sessions
+
+    # The sessions run_dispatcher opens (its time limits, JIT off).
+    limit_dispatcher_sessions()
     print(
         f"| rows behind one endpoint | + {OTHERS} endpoints x {OTHERS_ROWS} |"
         f" claim of {BATCH}, wall: median ms | p95 ms |"
+        " with jit=on: median ms | p95 ms |"
         " server: endpoints with due work ms | rows locked ms |"
     )
-    print("|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     plan = ""
     for size in args.sizes:
         started = time.monotonic()
         backlog(rows=size)
         filled = time.monotonic() - started
-        timings = sorted(time_claims())
-        p95 = timings[int(len(timings) * 0.95) - 1]
+        timed = time_claims()
+        timings, jitted = timed["off"], timed["on"]
         due_ms, lock_ms, plan = server_ms()
         print(
             f"| {size:,} | {OTHERS * OTHERS_ROWS} |"
-            f" {statistics.median(timings):.1f} | {p95:.1f} |"
+            f" {statistics.median(timings):.1f} | {p95(timings):.1f} |"
+            f" {statistics.median(jitted):.1f} | {p95(jitted):.1f} |"
             f" {due_ms:.2f} | {lock_ms:.2f} |"
             f"  <!-- filled in {filled:.0f} s -->",
             flush=True,
