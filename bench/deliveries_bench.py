@@ -47,6 +47,7 @@ OUT = HERE / "out"
 ROOT = HERE.parent
 PYTHON = sys.executable
 PY_SPY = ""  # path to a py-spy binary: profile every dispatcher (set by --py-spy)
+SAMPLE = False  # profile every dispatcher with bench/sampler.py (set by --sample)
 DEFAULT_DB = "postgres://postgres@127.0.0.1:5432/bench_relay"
 
 
@@ -176,7 +177,11 @@ def start_dispatchers(
         if s.concurrency is not None:
             cmd += ["--concurrency", str(s.concurrency)]
         cmd += ["--worker-id", f"bench-{k}"] + (["--drain"] if drain else [])
-        if PY_SPY:
+        if SAMPLE:
+            # Wall-clock stacks of every thread (bench/sampler.py --report).
+            out = OUT / f"{slug}-{k}.samples.txt"
+            cmd = [PYTHON, str(HERE / "sampler.py"), "-o", str(out), "--", *cmd[1:]]
+        elif PY_SPY:
             # On-CPU samples only, as collapsed stacks: where the CPU goes.
             out = OUT / f"{slug}-{k}.pyspy.txt"
             cmd = [
@@ -590,9 +595,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--py-spy", default="", help="py-spy binary: profile dispatchers"
     )
+    parser.add_argument(
+        "--sample",
+        action="store_true",
+        help="profile dispatchers with bench/sampler.py (wall clock, all threads)",
+    )
     args = parser.parse_args(argv)
-    global ROOT, PY_SPY
-    PY_SPY = args.py_spy
+    global ROOT, PY_SPY, SAMPLE
+    PY_SPY, SAMPLE = args.py_spy, args.sample
     if args.tree:
         ROOT, sha = Path(args.tree).resolve(), f"tree {args.tree}"
     else:
