@@ -17,6 +17,7 @@ from django.db import connection, transaction
 from django.db.models import Count, F, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
 
+from deliveries.dispatch import prepared
 from deliveries.dispatch.errors import LEASE_EXPIRED
 from deliveries.dispatch.shares import fair_shares
 from deliveries.models import Attempt, Delivery
@@ -69,7 +70,7 @@ def claim_batch(
     claim = Claim(lease_until=now + timedelta(seconds=lease_seconds))
     if limit <= 0:
         return claim
-    with transaction.atomic():
+    with prepared.statements(), transaction.atomic():
         due = _endpoints_with_due_work(now=now, limit=limit)
         counting = _endpoints_to_count(list(due))
         claim.contended = len(due) - len(counting)
@@ -209,7 +210,7 @@ def _live_claims(endpoint_ids: list[str], *, now: datetime) -> dict[str, int]:
         return {}
     return dict(
         Delivery.objects.filter(
-            endpoint_id__in=endpoint_ids,
+            endpoint_id__any=endpoint_ids,
             status=Delivery.Status.DELIVERING,
             claimed_until__gt=now,
         )
@@ -357,14 +358,14 @@ def _take(
         )
     if lost_attempts:
         Attempt.objects.bulk_create(lost_attempts)
-        Delivery.objects.filter(pk__in=[r["id"] for r in expired]).update(
+        Delivery.objects.filter(pk__any=[r["id"] for r in expired]).update(
             attempt_count=F("attempt_count") + 1,
             last_error=LEASE_EXPIRED,
             last_status_code=None,
             last_attempt_at=now,
         )
     if exhausted:
-        Delivery.objects.filter(pk__in=exhausted).update(
+        Delivery.objects.filter(pk__any=exhausted).update(
             status=Delivery.Status.DEAD,
             dead_at=now,
             claimed_by="",
@@ -372,7 +373,7 @@ def _take(
         )
     taken = fresh + resend
     if taken:
-        Delivery.objects.filter(pk__in=taken).update(
+        Delivery.objects.filter(pk__any=taken).update(
             status=Delivery.Status.DELIVERING,
             claimed_by=worker_id,
             claimed_until=claim.lease_until,
@@ -415,17 +416,18 @@ def release(
     """Give claimed-but-unsent rows back, due at `due_at`, without spending attempts."""
     if not delivery_ids:
         return 0
-    return Delivery.objects.filter(
-        pk__in=delivery_ids,
-        status=Delivery.Status.DELIVERING,
-        claimed_by=worker_id,
-        claimed_until=lease_until,
-    ).update(
-        status=Delivery.Status.PENDING,
-        claimed_by="",
-        claimed_until=None,
-        next_attempt_at=due_at,
-    )
+    with prepared.statements():
+        return Delivery.objects.filter(
+            pk__any=delivery_ids,
+            status=Delivery.Status.DELIVERING,
+            claimed_by=worker_id,
+            claimed_until=lease_until,
+        ).update(
+            status=Delivery.Status.PENDING,
+            claimed_by="",
+            claimed_until=None,
+            next_attempt_at=due_at,
+        )
 
 
 def probe_abandon(*, endpoint_id: str, now: datetime) -> None:

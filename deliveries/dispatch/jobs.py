@@ -9,6 +9,7 @@ from datetime import datetime
 from django.conf import settings
 
 from deliveries import signing
+from deliveries.dispatch import prepared
 from deliveries.models import Delivery
 from endpoints.selectors import live_secrets
 
@@ -46,8 +47,13 @@ def jobs_load(
     reclaimed_ids: set[str] = frozenset(),
 ) -> list[Job]:
     """Two queries for a whole batch: deliveries with event and endpoint, then secrets."""
+    with prepared.statements():
+        return _jobs(delivery_ids, lease_until, probe_ids, now, reclaimed_ids)
+
+
+def _jobs(delivery_ids, lease_until, probe_ids, now, reclaimed_ids) -> list[Job]:
     rows = list(
-        Delivery.objects.filter(pk__in=delivery_ids, claimed_until=lease_until)
+        Delivery.objects.filter(pk__any=delivery_ids, claimed_until=lease_until)
         .select_related("event", "endpoint")
         .only(
             "id",

@@ -18,7 +18,7 @@ from django.db import transaction
 from django.db.models import Q
 
 from deliveries import retry
-from deliveries.dispatch import counters, errors
+from deliveries.dispatch import counters, errors, prepared
 from deliveries.dispatch.transport import SendResult
 from deliveries.models import Attempt, Delivery
 from deliveries.sanitize import storable_text
@@ -68,7 +68,7 @@ def outcomes_record(
     if not sent:
         return recorded
     verdicts = {item.delivery_id: _verdict(item) for item in sent}
-    with transaction.atomic():
+    with prepared.statements(), transaction.atomic():
         healths = _health_rows_locked(_endpoints_to_lock(sent))
         attempts: list[Attempt] = []
         gone: set[str] = set()
@@ -214,7 +214,7 @@ def _update_deliveries(
     now: datetime,
     rand: random.Random,
 ) -> set[str]:
-    """One fenced UPDATE ... FROM (VALUES ...) for the whole flush; returns ids updated."""
+    """One fenced UPDATE ... FROM unnest(...) for the whole flush; returns ids updated."""
     from django.db import connection
 
     if connection.vendor != "postgresql":
@@ -223,10 +223,10 @@ def _update_deliveries(
             for item, verdict in items
             if _update_delivery(item, verdict, worker_id=worker_id, now=now, rand=rand)
         }
-    params: list = []
+    columns: list[list] = [[] for _ in _COLUMNS]
     for item, verdict in items:
         f = _delivery_fields(item, verdict, now=now, rand=rand)
-        params += [
+        row = [
             item.delivery_id,
             item.lease_until,
             f["attempt_count"],
@@ -239,24 +239,29 @@ def _update_deliveries(
             f.get("dead_at"),
             f.get("next_attempt_at"),
         ]
-    row = "(" + ", ".join(f"%s::{t}" for _, t in _COLUMNS) + ")"
-    names = ", ".join(n for n, _ in _COLUMNS)
-    table = Delivery._meta.db_table
-    sql = (
-        f"UPDATE {table} AS d SET attempt_count = v.attempt_count, "
-        "last_attempt_at = v.last_attempt_at, last_status_code = v.last_status_code, "
-        "last_error = v.last_error, last_response_ms = v.last_response_ms, "
-        "status = v.status, claimed_by = '', claimed_until = NULL, "
-        "succeeded_at = COALESCE(v.succeeded_at, d.succeeded_at), "
-        "dead_at = COALESCE(v.dead_at, d.dead_at), "
-        "next_attempt_at = COALESCE(v.next_attempt_at, d.next_attempt_at) "
-        f"FROM (VALUES {', '.join([row] * len(items))}) AS v({names}) "
-        "WHERE d.id = v.id AND d.status = 'delivering' AND d.claimed_by = %s "
-        "AND d.claimed_until = v.lease_until RETURNING d.id"
-    )
+        for column, value in zip(columns, row, strict=True):
+            column.append(value)
     with connection.cursor() as cursor:
-        cursor.execute(sql, params + [worker_id])
+        cursor.execute(_UPDATE_SQL, [*columns, worker_id])
         return {r[0] for r in cursor.fetchall()}
+
+
+# One array per column (unnest), not VALUES rows: the statement's text is the
+# same for every flush, so a dispatcher's session prepares it once.
+_UPDATE_SQL = (
+    f"UPDATE {Delivery._meta.db_table} AS d SET attempt_count = v.attempt_count, "
+    "last_attempt_at = v.last_attempt_at, last_status_code = v.last_status_code, "
+    "last_error = v.last_error, last_response_ms = v.last_response_ms, "
+    "status = v.status, claimed_by = '', claimed_until = NULL, "
+    "succeeded_at = COALESCE(v.succeeded_at, d.succeeded_at), "
+    "dead_at = COALESCE(v.dead_at, d.dead_at), "
+    "next_attempt_at = COALESCE(v.next_attempt_at, d.next_attempt_at) "
+    "FROM unnest("
+    + ", ".join(f"%s::{t}[]" for _, t in _COLUMNS)
+    + f") AS v({', '.join(n for n, _ in _COLUMNS)}) "
+    "WHERE d.id = v.id AND d.status = 'delivering' AND d.claimed_by = %s "
+    "AND d.claimed_until = v.lease_until RETURNING d.id"
+)
 
 
 def _delivery_fields(

@@ -19,6 +19,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import connections
 
+from deliveries.dispatch.prepared import PREPARE_THRESHOLD
+
 
 def session_options(*, idle_in_transaction: float, lock_timeout: float) -> str:
     """libpq `options` that set both limits, and no JIT, on every session it opens."""
@@ -48,3 +50,5 @@ def limit_dispatcher_sessions(alias: str = "default") -> None:
         lock_timeout=settings.DB_LOCK_TIMEOUT_SECONDS,
     )
     options["options"] = f"{options.get('options', '')} {limits}".strip()
+    # Statements inside prepared.statements() are prepared once they repeat.
+    options["prepare_threshold"] = PREPARE_THRESHOLD
