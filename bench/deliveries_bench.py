@@ -88,6 +88,9 @@ class Result:
     p99_ms: float | None = None
     peak_in_flight: int | None = None  # most requests the receiver held at once
     rss_mb: float | None = None  # peak resident memory of the largest dispatcher
+    # CPU seconds (user + system) of all dispatchers together, last seen alive:
+    # against the wall time, how much of a core the engine had.
+    cpu_s: float | None = None
     load: str = ""  # 1/5/15 min load average when the scenario ended
     notes: list[str] = field(default_factory=list)
 
@@ -209,6 +212,8 @@ class RssWatch:
 
     def __init__(self, procs: list[subprocess.Popen]) -> None:
         self.peak: dict[int, float] = {}
+        self.cpu: dict[int, float] = {}
+        self._tick = os.sysconf("SC_CLK_TCK")
         self.procs = procs
         self.thread = threading.Thread(target=self._watch, daemon=True)
         self.thread.start()
@@ -223,7 +228,18 @@ class RssWatch:
                 m = re.search(r"VmHWM:\s+(\d+) kB", status)
                 if m:
                     self.peak[p.pid] = int(m.group(1)) / 1024
+                try:
+                    # After the command name (in parentheses): utime, stime
+                    # are fields 14 and 15 of /proc/<pid>/stat.
+                    stat = Path(f"/proc/{p.pid}/stat").read_text()
+                    fields = stat.rsplit(")", 1)[1].split()
+                    self.cpu[p.pid] = (int(fields[11]) + int(fields[12])) / self._tick
+                except (OSError, IndexError, ValueError):
+                    pass
             time.sleep(0.5)
+
+    def cpu_seconds(self) -> float | None:
+        return sum(self.cpu.values()) if self.cpu else None
 
     def result(self) -> float | None:
         self.thread.join(2)
@@ -435,6 +451,7 @@ def run_backlog(
         notes.append(f"statuses {statuses}")
     result.notes += notes
     result.rss_mb, result.load = rss.result(), load_now()
+    result.cpu_s = rss.cpu_seconds()
     result.peak_in_flight = receiver.peak()
     return result
 
@@ -483,6 +500,7 @@ def run_steady(
     )
     result.notes += notes
     result.rss_mb, result.load = rss.result(), load_now()
+    result.cpu_s = rss.cpu_seconds()
     result.peak_in_flight = receiver.peak()
     return result
 
@@ -555,15 +573,16 @@ def table(results: list[Result]) -> str:
         return "-" if v is None else f"{v:.0f}"
 
     lines = [
-        "| scenario | kind | deliveries | received | dups | deliveries/s | wall s | p50 ms | p95 ms | p99 ms | peak in flight | peak RSS MB | load | notes |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|",
+        "| scenario | kind | deliveries | received | dups | deliveries/s | wall s | p50 ms | p95 ms | p99 ms | peak in flight | peak RSS MB | CPU s | load | notes |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|",
     ]
     for r in results:
         rss = "-" if r.rss_mb is None else f"{r.rss_mb:.0f}"
+        cpu = "-" if r.cpu_s is None else f"{r.cpu_s:.1f}"
         lines.append(
             f"| {r.name} | {r.kind} | {r.deliveries} | {r.received} | {r.duplicates} | "
             f"{r.rate:.0f} | {r.wall:.1f} | {ms(r.p50_ms)} | {ms(r.p95_ms)} | {ms(r.p99_ms)} | "
-            f"{r.peak_in_flight} | {rss} | {r.load} | {'; '.join(r.notes)} |"
+            f"{r.peak_in_flight} | {rss} | {cpu} | {r.load} | {'; '.join(r.notes)} |"
         )
     return "\n".join(lines)
 

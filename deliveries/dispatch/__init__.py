@@ -12,6 +12,9 @@ Read in this order:
                      round-robin, one at a time once an endpoint fails.
 - ``claiming.py``    every locking query (fair SKIP LOCKED claims under
                      max_in_flight, leases, probes, release), nothing else.
+- ``claim_sql.py``   the claim's PostgreSQL statements, written so their
+                     plans cannot drift with the statistics.
+- ``prepared.py``    the hot statements prepared once per session.
 - ``shares.py``      how a claim's rows are shared among endpoints (pure).
 - ``lease.py``       how long a claim is held by default, and why.
 - ``session.py``     the dispatcher's database session limits.

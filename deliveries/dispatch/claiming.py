@@ -17,7 +17,7 @@ from django.db import connection, transaction
 from django.db.models import Count, F, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
 
-from deliveries.dispatch import prepared
+from deliveries.dispatch import claim_sql, prepared
 from deliveries.dispatch.errors import LEASE_EXPIRED
 from deliveries.dispatch.shares import fair_shares
 from deliveries.models import Attempt, Delivery
@@ -80,7 +80,11 @@ def claim_batch(
             rooms=[(e, due[e][0] - live.get(e, 0)) for e in counting],
         )
         rows = _due_rows_locked(
-            shares, max_attempts={e: due[e][1] for e in shares}, now=now
+            shares,
+            max_attempts={e: due[e][1] for e in shares},
+            now=now,
+            worker_id=worker_id,
+            lease_until=claim.lease_until,
         )
         _take(rows, claim=claim, worker_id=worker_id, now=now)
     log_claim(claim)
@@ -100,7 +104,7 @@ def _endpoints_with_due_work(*, now: datetime, limit: int) -> dict[str, tuple]:
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute(
-                _DUE_SQL,
+                claim_sql.DUE,
                 {
                     "now": now,
                     "cap": settings.ENDPOINT_MAX_IN_FLIGHT,
@@ -148,46 +152,6 @@ def _endpoints_with_due_work(*, now: datetime, limit: int) -> dict[str, tuple]:
     return {pk: (cap, max_attempts) for pk, cap, max_attempts in rows}
 
 
-# The same question as the ORM form above, written so that PostgreSQL's plan
-# cannot drift with its statistics (bench/RESULTS.md, "Claim cost"):
-# - the oldest-due probe bounds (endpoint_id, next_attempt_at) by row
-#   comparisons, which only delivery_endpoint_due_idx can serve in order, and
-#   which end the scan at `now` (an endpoint's future retries are not read).
-#   Written as `endpoint_id = e.id ORDER BY next_attempt_at`, the planner may
-#   walk delivery_due_idx instead, through every endpoint's rows and the dead
-#   index entries that finished deliveries leave at its front until vacuum:
-#   50 ms a claim after 2,000 deliveries, against 1 ms.
-# - live claims are counted in one pass over the delivering rows, not once
-#   per endpoint (a probe per endpoint read them all each time), and the
-#   probe runs once per endpoint (the ORM form repeats it in WHERE and ORDER).
-_DUE_SQL = f"""
-WITH live AS MATERIALIZED (
-    SELECT y.endpoint_id, count(*) AS n
-    FROM {Delivery._meta.db_table} AS y
-    WHERE y.status = 'delivering' AND y.claimed_until > %(now)s
-    GROUP BY y.endpoint_id
-)
-SELECT e.id, COALESCE(e.max_in_flight, %(cap)s), e.max_attempts
-FROM {Endpoint._meta.db_table} AS e
-LEFT JOIN {EndpointHealth._meta.db_table} AS h ON h.endpoint_id = e.id
-LEFT JOIN live ON live.endpoint_id = e.id
-CROSS JOIN LATERAL (
-    SELECT x.next_attempt_at
-    FROM {Delivery._meta.db_table} AS x
-    WHERE (x.endpoint_id, x.next_attempt_at) >= (e.id, '-infinity'::timestamptz)
-    AND (x.endpoint_id, x.next_attempt_at) <= (e.id, %(now)s)
-    AND x.status IN ('pending', 'delivering')
-    ORDER BY x.endpoint_id, x.next_attempt_at
-    LIMIT 1
-) AS due
-WHERE e.is_active
-AND (h.breaker_state = %(closed)s OR h.endpoint_id IS NULL)
-AND COALESCE(live.n, 0) < COALESCE(e.max_in_flight, %(cap)s)
-ORDER BY due.next_attempt_at, e.id
-LIMIT %(limit)s
-"""
-
-
 def _endpoints_to_count(endpoint_ids: list[str]) -> list[str]:
     """The endpoints this claim may count and take from: on PostgreSQL those whose
     advisory lock it gets, so two claims never count the same endpoint's live
@@ -222,26 +186,31 @@ def _live_claims(endpoint_ids: list[str], *, now: datetime) -> dict[str, int]:
 
 
 def _due_rows_locked(
-    shares: dict[str, int], *, max_attempts: dict[str, int | None], now: datetime
+    shares: dict[str, int],
+    *,
+    max_attempts: dict[str, int | None],
+    now: datetime,
+    worker_id: str,
+    lease_until: datetime,
 ) -> list[dict]:
-    """Each endpoint's oldest due rows, up to its share, locked SKIP LOCKED."""
+    """Each endpoint's oldest due rows, up to its share, locked SKIP LOCKED.
+
+    On PostgreSQL the same statement marks the pending ones delivering under
+    the lease (row["taken"]), a round trip less; expired leases are left to
+    _take, which spends their lost attempt first."""
     if not shares:
         return []
     if connection.vendor == "postgresql":
-        # One statement: a LATERAL index scan per endpoint, LIMIT its share.
-        table = Delivery._meta.db_table
         with connection.cursor() as cursor:
             cursor.execute(
-                "SELECT d.id, d.status, d.claimed_by, d.attempt_count, "
-                "d.budget_start, d.endpoint_id "
-                "FROM unnest(%s::text[], %s::int[]) AS q(endpoint_id, share) "
-                f"CROSS JOIN LATERAL (SELECT * FROM {table} AS x "
-                "WHERE x.endpoint_id = q.endpoint_id "
-                "AND x.status IN ('pending', 'delivering') "
-                "AND x.next_attempt_at <= %s "
-                "ORDER BY x.next_attempt_at LIMIT q.share "
-                "FOR UPDATE SKIP LOCKED) AS d",
-                [list(shares), list(shares.values()), now],
+                claim_sql.LOCK,
+                {
+                    "endpoints": list(shares),
+                    "shares": list(shares.values()),
+                    "now": now,
+                    "worker": worker_id,
+                    "lease": lease_until,
+                },
             )
             names = [c.name for c in cursor.description]
             rows = [dict(zip(names, r, strict=True)) for r in cursor.fetchall()]
@@ -372,8 +341,9 @@ def _take(
             claimed_until=None,
         )
     taken = fresh + resend
-    if taken:
-        Delivery.objects.filter(pk__any=taken).update(
+    marked = {r["id"] for r in rows if r.get("taken")}  # by _due_rows_locked
+    if unmarked := [pk for pk in taken if pk not in marked]:
+        Delivery.objects.filter(pk__any=unmarked).update(
             status=Delivery.Status.DELIVERING,
             claimed_by=worker_id,
             claimed_until=claim.lease_until,

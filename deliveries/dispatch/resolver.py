@@ -14,6 +14,7 @@ those, and every numeric form a socket would map onto an address (127.1,
 from __future__ import annotations
 
 import asyncio
+import functools
 import ipaddress
 import socket
 
@@ -69,8 +70,16 @@ def check_literal(url: str, *, allow_private: bool) -> None:
     """
     host, port = destinations.url_host_and_port(url)
     if _literal_address(host) is not None:
-        # getaddrinfo maps numeric forms locally, without asking DNS.
-        destinations.check_host(host, port, allow_private=allow_private)
+        _check_literal_host(host, port, allow_private)
+
+
+@functools.lru_cache(maxsize=4096)
+def _check_literal_host(host: str, port: int, allow_private: bool) -> None:
+    """check_host for an address literal; the verdict of a literal never changes,
+    so an allowed one is remembered (a refusal raises, and is not): this runs
+    before every send, on the event loop, and getaddrinfo is a blocking call."""
+    # getaddrinfo maps numeric forms locally, without asking DNS.
+    destinations.check_host(host, port, allow_private=allow_private)
 
 
 def refusal_in(exc: BaseException) -> destinations.DestinationRefused | None:
