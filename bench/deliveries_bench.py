@@ -59,6 +59,7 @@ class Scenario:
     processes: int
     events: int
     steady_rate: float = 0.0  # events/s published while dispatchers run; 0 = backlog
+    batch_size: int | None = None  # None: the default (BATCH_SIZE)
 
 
 # name: (receiver.py arguments, endpoints subscribed). The instant receiver
@@ -179,6 +180,8 @@ def start_dispatchers(
         ]
         if s.concurrency is not None:
             cmd += ["--concurrency", str(s.concurrency)]
+        if s.batch_size is not None:
+            cmd += ["--batch-size", str(s.batch_size)]
         cmd += ["--worker-id", f"bench-{k}"] + (["--drain"] if drain else [])
         if SAMPLE:
             # Wall-clock stacks of every thread (bench/sampler.py --report).
@@ -540,10 +543,13 @@ def scenarios(*, events: int, slow_events: int, steady_events: int) -> list[Scen
         Scenario("mix default k=2", "mix", None, 2, mix),
         Scenario("mix c=512 k=1", "mix", 512, 1, mix * 2),
         Scenario("mix c=1 k=1", "mix", 1, 1, 5),
+        # What a larger claim would give (BATCH_SIZE is 50 in the contract).
+        Scenario("mix batch=200 k=1", "mix", None, 1, mix, batch_size=200),
         Scenario("5s c=512 k=1", "5s", 512, 1, 100),
         Scenario("instant default k=1", "instant", None, 1, events),
         Scenario("instant default k=2", "instant", None, 2, events),
         Scenario("instant c=1 k=1", "instant", 1, 1, max(10, events // 4)),
+        Scenario("instant batch=200 k=1", "instant", None, 1, events, batch_size=200),
         Scenario("100ms default k=1", "100ms", None, 1, slow),
         Scenario("100ms default k=2", "100ms", None, 2, slow),
         Scenario("100ms c=1 k=1", "100ms", 1, 1, 5),

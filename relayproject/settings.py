@@ -239,6 +239,9 @@ DB_IDLE_IN_TRANSACTION_TIMEOUT_SECONDS = env.float(
     "DB_IDLE_IN_TRANSACTION_TIMEOUT_SECONDS", default=5
 )
 DB_LOCK_TIMEOUT_SECONDS = env.float("DB_LOCK_TIMEOUT_SECONDS", default=3)
+# The dispatcher prepares its hot statements once per session; off for a
+# pooler in transaction mode that cannot keep them (PgBouncer before 1.21).
+DB_PREPARED_STATEMENTS = env.bool("DB_PREPARED_STATEMENTS", default=True)
 WORKER_ID = env("WORKER_ID", default=f"{socket.gethostname()}-{os.getpid()}")
 POLL_INTERVAL_SECONDS = env.float("POLL_INTERVAL_SECONDS", default=0.5)
 MAX_ATTEMPTS = env.int("MAX_ATTEMPTS", default=10)

@@ -50,5 +50,6 @@ def limit_dispatcher_sessions(alias: str = "default") -> None:
         lock_timeout=settings.DB_LOCK_TIMEOUT_SECONDS,
     )
     options["options"] = f"{options.get('options', '')} {limits}".strip()
-    # Statements inside prepared.statements() are prepared once they repeat.
-    options["prepare_threshold"] = PREPARE_THRESHOLD
+    if settings.DB_PREPARED_STATEMENTS:
+        # Statements inside prepared.statements() are prepared once they repeat.
+        options["prepare_threshold"] = PREPARE_THRESHOLD
