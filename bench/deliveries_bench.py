@@ -604,7 +604,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--steady-events", type=int, default=2000)
     parser.add_argument(
-        "--only", default="", help="run scenarios whose name contains this"
+        "--only",
+        default="",
+        help="run scenarios whose name contains this (or any of these, comma-separated)",
     )
     parser.add_argument("--no-ceiling", action="store_true")
     parser.add_argument(
@@ -664,7 +666,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 print(table(results[-1:]).splitlines()[-1], flush=True)
         for s in plan:
-            if args.only and args.only not in s.name:
+            if args.only and not any(o in s.name for o in args.only.split(",")):
                 continue
             m = RECEIVERS[s.receiver][1]
             if s.steady_rate:
