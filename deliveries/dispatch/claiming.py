@@ -203,7 +203,7 @@ def _due_rows_locked(
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute(
-                claim_sql.LOCK,
+                claim_sql.lock(max(shares.values())),
                 {
                     "endpoints": list(shares),
                     "shares": list(shares.values()),
