@@ -27,6 +27,8 @@ import sys
 import time
 from pathlib import Path
 
+from deliveries_bench import tables_empty  # bench/, beside this script
+
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DB = "postgres://postgres@127.0.0.1:5432/bench_claim"
 BATCH = 50
@@ -57,7 +59,6 @@ def database_prepare(db_url: str) -> None:
 
 def backlog(*, rows: int) -> None:
     """One endpoint with `rows` due deliveries, OTHERS with OTHERS_ROWS each."""
-    from django.apps import apps
     from django.db import connection
 
     from endpoints.models import Merchant
@@ -65,13 +66,7 @@ def backlog(*, rows: int) -> None:
 
     # TRUNCATE, not the ORM's delete: a million rows left by the last size
     # would take the ORM longer than the whole measurement.
-    tables = [
-        m._meta.db_table
-        for label in ("deliveries", "endpoints")
-        for m in apps.get_app_config(label).get_models()
-    ]
-    with connection.cursor() as cursor:
-        cursor.execute(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY CASCADE")
+    tables_empty()
     merchant = Merchant.objects.create(slug="bench", name="bench")
     big = endpoint_create(merchant=merchant, url="http://127.0.0.1:9/big")
     others = [
