@@ -47,33 +47,29 @@ def jobs_load(
     reclaimed_ids: set[str] = frozenset(),
 ) -> list[Job]:
     """Two queries for a whole batch: deliveries with event and endpoint, then secrets."""
-    with prepared.statements():
-        return _jobs(delivery_ids, lease_until, probe_ids, now, reclaimed_ids)
-
-
-def _jobs(delivery_ids, lease_until, probe_ids, now, reclaimed_ids) -> list[Job]:
-    rows = list(
-        Delivery.objects.filter(pk__any=delivery_ids, claimed_until=lease_until)
-        .select_related("event", "endpoint")
-        .only(
-            "id",
-            "attempt_count",
-            "budget_start",
-            "event__id",
-            "event__type",
-            "event__data",
-            "event__created_at",
-            "event__merchant_id",
-            "event__traceparent",
-            "endpoint__id",
-            "endpoint__url",
-            "endpoint__max_attempts",
-            "endpoint__rate_limit_per_second",
-            "endpoint__headers",
-            "endpoint__max_in_flight",
+    with prepared.statements():  # the same text whatever the batch
+        rows = list(
+            Delivery.objects.filter(pk__any=delivery_ids, claimed_until=lease_until)
+            .select_related("event", "endpoint")
+            .only(
+                "id",
+                "attempt_count",
+                "budget_start",
+                "event__id",
+                "event__type",
+                "event__data",
+                "event__created_at",
+                "event__merchant_id",
+                "event__traceparent",
+                "endpoint__id",
+                "endpoint__url",
+                "endpoint__max_attempts",
+                "endpoint__rate_limit_per_second",
+                "endpoint__headers",
+                "endpoint__max_in_flight",
+            )
+            .order_by("next_attempt_at", "id")
         )
-        .order_by("next_attempt_at", "id")
-    )
     secrets = live_secrets(endpoint_ids={r.endpoint_id for r in rows}, now=now)
     bodies: dict[str, bytes] = {}
     jobs = []

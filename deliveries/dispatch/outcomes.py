@@ -68,7 +68,7 @@ def outcomes_record(
     if not sent:
         return recorded
     verdicts = {item.delivery_id: _verdict(item) for item in sent}
-    with prepared.statements(), transaction.atomic():
+    with transaction.atomic():
         healths = _health_rows_locked(_endpoints_to_lock(sent))
         attempts: list[Attempt] = []
         gone: set[str] = set()
@@ -241,7 +241,7 @@ def _update_deliveries(
         ]
         for column, value in zip(columns, row, strict=True):
             column.append(value)
-    with connection.cursor() as cursor:
+    with prepared.statements(), connection.cursor() as cursor:
         cursor.execute(_UPDATE_SQL, [*columns, worker_id])
         return {r[0] for r in cursor.fetchall()}
 
