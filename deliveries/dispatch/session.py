@@ -7,11 +7,6 @@ DB_IDLE_IN_TRANSACTION_TIMEOUT_SECONDS, which releases its row and advisory
 locks; a dispatcher waiting for someone's lock gives up after
 DB_LOCK_TIMEOUT_SECONDS, and the flush or claim is retried like any other
 database error (both surface as OperationalError).
-
-JIT compilation is off for these sessions: the claim's plans are cheap index
-probes whose estimated cost still crosses jit_above_cost with a large
-backlog, and compiling them cost more than running them (bench/RESULTS.md,
-claim cost: ~134 ms added to a claim at a million rows).
 """
 
 from __future__ import annotations
@@ -23,11 +18,10 @@ from deliveries.dispatch.prepared import PREPARE_THRESHOLD
 
 
 def session_options(*, idle_in_transaction: float, lock_timeout: float) -> str:
-    """libpq `options` that set both limits, and no JIT, on every session it opens."""
+    """libpq `options` that set both limits on every session it opens."""
     return (
         f"-c idle_in_transaction_session_timeout={int(idle_in_transaction * 1000)} "
-        f"-c lock_timeout={int(lock_timeout * 1000)} "
-        "-c jit=off"
+        f"-c lock_timeout={int(lock_timeout * 1000)}"
     )
 
 

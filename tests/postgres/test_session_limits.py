@@ -151,12 +151,3 @@ def test_last_success_at_moves_once_it_is_over_a_second_old():
     record(endpoint, status=200)
     health = EndpointHealth.objects.get(endpoint=endpoint)
     assert utcnow() - health.last_success_at < timedelta(seconds=2)
-
-
-def test_dispatcher_sessions_plan_without_jit():
-    # JIT compiling the claim's cheap plans cost more than running them.
-    session = raw_session(session_options(idle_in_transaction=5, lock_timeout=3))
-    try:
-        assert session.execute("SHOW jit").fetchone()[0] == "off"
-    finally:
-        session.close()
