@@ -18,6 +18,8 @@ from django.utils.http import urlencode
 from endpoints.admin_memberships import MembershipGrantsLogged, MembershipInline
 from endpoints.admin_present import breaker_words, cut, deliveries_links, ms, percent
 from endpoints.catalogue import fields_errors as catalogue_field_errors
+from endpoints.catalogue import is_reserved as catalogue_is_reserved
+from endpoints.catalogue import merchant_types
 from endpoints.models import (
     ApiKey,
     Endpoint,
@@ -327,6 +329,10 @@ class EventTypeForm(forms.ModelForm):
         return cleaned
 
 
+def reserved_pks():
+    return EventType.objects.exclude(pk__in=merchant_types().values("pk")).values("pk")
+
+
 @admin.register(EventType)
 class EventTypeAdmin(admin.ModelAdmin):
     form = EventTypeForm
@@ -337,6 +343,20 @@ class EventTypeAdmin(admin.ModelAdmin):
     @admin.display(boolean=True, description="schema")
     def has_schema(self, event_type: EventType) -> bool:
         return event_type.schema is not None
+
+    # The relay's own relay.* types are written by the relay (see
+    # deliveries/notifications/catalogue.py): staff read them, never edit them.
+    def has_change_permission(self, request, obj=None) -> bool:
+        reserved = obj is not None and catalogue_is_reserved(obj.name)
+        return not reserved and super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        reserved = obj is not None and catalogue_is_reserved(obj.name)
+        return not reserved and super().has_delete_permission(request, obj)
+
+    def delete_queryset(self, request, queryset) -> None:
+        # "Delete selected" on a page that includes relay.* rows leaves those.
+        super().delete_queryset(request, queryset.exclude(pk__in=reserved_pks()))
 
 
 # The health list registers itself; imported here so admin autodiscovery sees it.

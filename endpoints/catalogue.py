@@ -24,6 +24,11 @@ from endpoints.matching import is_valid_event_type
 from endpoints.models import EventType
 
 MAX_PROBLEMS_PER_EVENT = 5
+RESERVED_PREFIX = "relay."
+RESERVED_MESSAGE = (
+    "relay.* event types are the relay's own (operational events); they are "
+    "documented in the catalogue and cannot be added, changed or deleted."
+)
 CACHE_SECONDS = 2.0
 _UNSET = object()
 _cache: dict[str, object] = {"loaded_at": None, "validators": {}}
@@ -79,6 +84,16 @@ def _path_text(path: Sequence[str | int]) -> str:
     return "/".join(str(p) for p in path) or "(the whole object)"
 
 
+def is_reserved(name: str) -> bool:
+    """relay.* types are the relay's own (its operational events, relay.test)."""
+    return name.startswith(RESERVED_PREFIX)
+
+
+def _refuse_reserved(event_type: EventType) -> None:
+    if is_reserved(event_type.name):
+        raise ValidationError({"name": [RESERVED_MESSAGE]})
+
+
 def fields_errors(
     *, name: str | None, description: object, schema: object, example: object
 ) -> dict[str, list[str]]:
@@ -88,6 +103,8 @@ def fields_errors(
             "An event type is dot-separated words of letters, digits, _ and -, "
             "e.g. order.created."
         ]
+    elif name is not None and is_reserved(name):
+        errors["name"] = [RESERVED_MESSAGE]
     if isinstance(description, str) and len(description) > 2000:
         errors["description"] = ["At most 2000 characters."]
     if schema is not None:
@@ -147,6 +164,7 @@ def event_type_update(
 ) -> EventType:
     """Change only the fields given; the example is checked against the schema
     that will be in force."""
+    _refuse_reserved(event_type)
     new_schema = event_type.schema if schema is _UNSET else schema
     new_example = event_type.example if example is _UNSET else example
     errors = fields_errors(
@@ -172,13 +190,19 @@ def event_type_update(
 
 
 def event_type_delete(*, event_type: EventType) -> None:
+    _refuse_reserved(event_type)
     event_type.delete()
     cache_clear()
 
 
+def merchant_types():
+    """The types a merchant can subscribe to and publish: not the relay's own."""
+    return EventType.objects.exclude(name__startswith=RESERVED_PREFIX)
+
+
 def catalogue_names(*, include_deprecated: bool = True) -> list[str]:
     """Names for pickers; the relay's own relay.* types are not for subscribing."""
-    rows = EventType.objects.exclude(name__startswith="relay.")
+    rows = merchant_types()
     if not include_deprecated:
         rows = rows.filter(deprecated=False)
     return list(rows.order_by("name").values_list("name", flat=True))

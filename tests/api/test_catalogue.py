@@ -37,6 +37,14 @@ def order_type(platform):
     return response.json()
 
 
+OPERATIONAL = [
+    "relay.delivery.dead",
+    "relay.endpoint.disabled",
+    "relay.endpoint.enabled",
+    "relay.endpoint.failing",
+]
+
+
 def publish(api, data, type="order.created"):
     return api.post("/events", {"merchant": "acme", "type": type, "data": data})
 
@@ -45,7 +53,8 @@ def test_a_type_is_created_read_listed_changed_and_deleted(platform, order_type)
     assert order_type["schema"] == ORDER_SCHEMA and order_type["example"] == ORDER
     assert platform.get("/event-types/order.created").json()["deprecated"] is False
     assert [t["name"] for t in platform.get("/event-types").json()["items"]] == [
-        "order.created"
+        "order.created",
+        *OPERATIONAL,  # the relay's own, always there
     ]
     changed = platform.patch("/event-types/order.created", {"deprecated": True})
     assert changed.json()["deprecated"] is True
@@ -183,3 +192,24 @@ def test_a_changed_schema_is_used_at_once(platform, merchant, order_type):
     assert publish(platform, {"free": "form"}).status_code == 422
     platform.patch("/event-types/order.created", {"schema": None, "example": None})
     assert publish(platform, {"free": "form"}).status_code == 201
+
+
+def test_the_operational_types_are_listed_with_schema_and_example(platform):
+    listed = {t["name"]: t for t in platform.get("/event-types").json()["items"]}
+    for name in OPERATIONAL:
+        assert listed[name]["description"]
+        assert listed[name]["schema"]["required"][:2] == ["merchant", "endpoint"]
+        assert listed[name]["example"]["endpoint"]["url"].startswith("https://")
+
+
+@pytest.mark.parametrize("name", ["relay.endpoint.failing", "relay.custom"])
+def test_relay_types_cannot_be_added_changed_or_deleted(platform, name):
+    before = row_counts()
+    refused = platform.post("/event-types", {"name": name})
+    assert_problem(refused, 422)
+    assert "relay.* event types are the relay's own" in refused.content.decode()
+    if name == "relay.endpoint.failing":
+        assert_problem(platform.patch(f"/event-types/{name}", {"schema": None}), 422)
+        assert_problem(platform.delete(f"/event-types/{name}"), 422)
+        assert platform.get(f"/event-types/{name}").json()["schema"] is not None
+    assert row_counts() == before

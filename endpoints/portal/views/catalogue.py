@@ -7,7 +7,7 @@ import json
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 
-from endpoints.models import EventType
+from endpoints.catalogue import merchant_types
 from endpoints.portal.access import READ, WRITE, Access, portal_view
 from endpoints.portal.forms import ExampleForm
 from endpoints.portal.views.common import page
@@ -21,7 +21,7 @@ def catalogue(request: HttpRequest, access: Access) -> HttpResponse:
             "schema": json.dumps(t.schema, indent=2) if t.schema else "",
             "example": json.dumps(t.example, indent=2) if t.example is not None else "",
         }
-        for t in EventType.objects.order_by("deprecated", "name")
+        for t in merchant_types().order_by("deprecated", "name")
     ]
     return page(request, access, "catalogue.html", {"types": types})
 
@@ -32,7 +32,7 @@ def endpoint_example(request: HttpRequest, access: Access) -> HttpResponse:
     from deliveries.services import event_publish
     from deliveries.validation import EventsRefused
 
-    types = list(EventType.objects.order_by("name"))
+    types = list(merchant_types().order_by("name"))
     examples = {
         t.name: json.dumps(t.example if t.example is not None else {}, indent=2)
         for t in types
