@@ -44,12 +44,14 @@ def test_disabled_banner_and_reenable(live_server, settings, width):
         banner = page.locator("#condition")
         expect(banner).to_contain_text("This endpoint is disabled since")
         expect(banner).to_contain_text("1 pending delivery is held")
-        # The banner fits the screen (the rest of the page at 390 px is issue
-        # 11's: the header and long URLs still overflow there).
+        # The banner fits the screen, and so does the page around it.
         assert page.evaluate(
             "document.querySelector('#condition').getBoundingClientRect().right"
             " <= window.innerWidth"
         ), "the banner is wider than the screen"
+        assert page.evaluate(
+            "document.documentElement.scrollWidth <= window.innerWidth"
+        ), "the page scrolls sideways"
         shot(page, f"portal-endpoint-disabled-{width}")
         page.click("#reenable")
         expect(page.locator(".messages")).to_contain_text(
