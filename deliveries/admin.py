@@ -19,6 +19,7 @@ from deliveries.admin_columns import (
     page_fields,
 )
 from deliveries.models import DeadLetter, Delivery, DispatcherHeartbeat, Event
+from endpoints.admin_present import QuickRows
 from relayproject.pagination import EstimatedCountPaginator
 
 
@@ -48,7 +49,7 @@ class DeliveryInline(admin.TabularInline):
 
 
 @admin.register(Event)
-class EventAdmin(admin.ModelAdmin):
+class EventAdmin(QuickRows, admin.ModelAdmin):
     list_display = ("id", "type", "merchant", "created_at")
     list_select_related = ("merchant",)
     # Merchants are few: listing them all is cheap, where "only those with
@@ -78,7 +79,7 @@ class EventAdmin(admin.ModelAdmin):
         return False
 
 
-class ReplayableAdmin(DeliveryColumns, admin.ModelAdmin):
+class ReplayableAdmin(QuickRows, DeliveryColumns, admin.ModelAdmin):
     """What the delivery list and the dead-letter list share: columns, search, replay."""
 
     # endpoint__health: the held reason reads it, without a query per row.

@@ -19,7 +19,7 @@ from django.utils.http import urlencode
 from deliveries import signing
 from deliveries.held import delivery_held
 from deliveries.models import Attempt, Delivery
-from endpoints.admin_present import cut, ms
+from endpoints.admin_present import cut, ms, row_url
 from relayproject.clock import utcnow
 
 RESPONSE_EXCERPT_CHARS = 200
@@ -102,9 +102,8 @@ class DeliveryColumns:
         when_label, when = "created", delivery.created_at
         if self.opts.model_name == "deadletter":
             when_label, when = "dead", delivery.dead_at
-        url = reverse(
-            f"admin:{self.opts.app_label}_{self.opts.model_name}_change",
-            args=[delivery.pk],
+        url = row_url(
+            f"admin:{self.opts.app_label}_{self.opts.model_name}_change", delivery.pk
         )
         return format_html(
             '<a href="{}">{}</a><span class="sub">{} {}</span>',
@@ -207,7 +206,7 @@ class DeliveryColumns:
     def replay_button(self, delivery: Delivery) -> str:
         if delivery.status not in REPLAYABLE:
             return "-"
-        url = reverse("admin:deliveries_delivery_replay", args=[delivery.pk])
+        url = row_url("admin:deliveries_delivery_replay", delivery.pk)
         # formaction posts the surrounding changelist form, which carries the
         # CSRF token; a form cannot be nested inside it.
         return format_html(
@@ -218,7 +217,7 @@ class DeliveryColumns:
         )
 
     def _changelist_url(self) -> str:
-        return reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_changelist")
+        return row_url(f"admin:{self.opts.app_label}_{self.opts.model_name}_changelist")
 
 
 def page_fields(delivery: Delivery | None) -> tuple[str, ...]:

@@ -16,7 +16,14 @@ from django.utils.html import format_html
 from django.utils.http import urlencode
 
 from endpoints.admin_memberships import MembershipGrantsLogged, MembershipInline
-from endpoints.admin_present import breaker_words, cut, deliveries_links, ms, percent
+from endpoints.admin_present import (
+    QuickRows,
+    breaker_words,
+    cut,
+    deliveries_links,
+    ms,
+    percent,
+)
 from endpoints.catalogue import fields_errors as catalogue_field_errors
 from endpoints.catalogue import is_reserved as catalogue_is_reserved
 from endpoints.catalogue import merchant_types
@@ -76,8 +83,9 @@ def _log_and_tell(model_admin, request, endpoints, message: str) -> None:
     )
 
 
-class EndpointActions:
-    """Breaker and enable/disable actions, shared by the endpoint and health lists.
+class EndpointActions(QuickRows):
+    """Breaker and enable/disable actions, shared by the endpoint and health lists
+    (with QuickRows' row checkbox).
 
     Each list says how its selected rows map to endpoints with `_endpoints`.
     """
@@ -232,7 +240,7 @@ class ApiKeyCreateForm(forms.ModelForm):
 
 
 @admin.register(ApiKey)
-class ApiKeyAdmin(admin.ModelAdmin):
+class ApiKeyAdmin(QuickRows, admin.ModelAdmin):
     list_display = (
         "name",
         "merchant",

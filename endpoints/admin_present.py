@@ -1,19 +1,63 @@
 """How the staff console shows endpoint values: whole ms, percentages, words.
 
-Pure helpers shared by the endpoint and endpoint-health admins; they return
-HTML-safe strings for list columns.
+Pure helpers shared by the endpoint and endpoint-health admins (and the
+delivery lists); they return HTML-safe strings for list columns. A list
+draws 50 rows, so what a row costs is kept to string formatting: no
+template render and no resolver walk per row (QuickRows, row_url).
 """
 
 from __future__ import annotations
 
 from datetime import datetime
+from functools import lru_cache
 
-from django.urls import reverse
+from django.contrib import admin
+from django.contrib.admin import helpers
+from django.urls import get_script_prefix, reverse
 from django.utils.html import format_html
 from django.utils.http import urlencode
-from django.utils.safestring import SafeString
+from django.utils.safestring import SafeString, mark_safe
+from django.utils.translation import gettext as _
 
 from endpoints.models import EndpointHealth
+
+_ID = "0rowid0"  # stands for a row's id in a URL reversed once
+
+
+@lru_cache(maxsize=256)
+def _url_pattern(name: str, prefix: str, arity: int) -> str:
+    return reverse(name, args=[_ID] * arity)
+
+
+def row_url(name: str, *ids: str) -> str:
+    """reverse(name, args=ids), reversed once per URL name (and script prefix)
+    for ids made of letters, digits and "_", which a URL takes as they are."""
+    if not all(i.isascii() and i.replace("_", "").isalnum() for i in ids):
+        return reverse(name, args=ids)
+    url = _url_pattern(name, get_script_prefix(), len(ids))
+    for i in ids:
+        url = url.replace(_ID, i, 1)
+    return url
+
+
+class QuickRows:
+    """A ModelAdmin mixin: the row's action checkbox as one format_html.
+
+    Django renders it through the form widget templates, a template render
+    per row: a quarter of the delivery list's time in a profile at 1 M rows.
+    The HTML is the same (tests/admin/test_admin_pages.py compares them).
+    """
+
+    @admin.display(description=mark_safe('<input type="checkbox" id="action-toggle">'))
+    def action_checkbox(self, obj) -> SafeString:
+        label = format_html(_("Select this object for an action - {}"), str(obj))
+        return format_html(
+            '<input type="checkbox" name="{}" value="{}" class="action-select" '
+            'aria-label="{}">',
+            helpers.ACTION_CHECKBOX_NAME,
+            str(obj.pk),
+            label,
+        )
 
 
 def cut(text: str, size: str = "") -> SafeString:
@@ -60,8 +104,8 @@ def deliveries_links(endpoint_id: str) -> SafeString:
     query = urlencode({"endpoint__id__exact": endpoint_id})
     return format_html(
         '<a href="{}?{}">dead letters</a> · <a href="{}?{}">deliveries</a>',
-        reverse("admin:deliveries_deadletter_changelist"),
+        row_url("admin:deliveries_deadletter_changelist"),
         query,
-        reverse("admin:deliveries_delivery_changelist"),
+        row_url("admin:deliveries_delivery_changelist"),
         query,
     )

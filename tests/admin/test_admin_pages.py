@@ -160,3 +160,23 @@ def test_admin_index_links_to_the_pipeline_page(admin_client):
     html = admin_client.get(reverse("admin:index")).content.decode()
     assert reverse("admin:deliveries_pipeline") in html
     assert reverse("admin:deliveries_deadletter_changelist") in html
+
+
+def test_quick_row_checkbox_and_urls_are_what_django_draws():
+    from django.contrib import admin as django_admin
+    from django.contrib.admin import ModelAdmin
+
+    from deliveries.models import Delivery
+    from endpoints.admin_present import row_url
+
+    world = populate(3)
+    delivery = world["deliveries"][0]
+    quick = django_admin.site._registry[Delivery]
+
+    assert quick.action_checkbox(delivery) == ModelAdmin.action_checkbox(
+        quick, delivery
+    )
+    change = "admin:deliveries_delivery_change"
+    assert row_url(change, delivery.pk) == reverse(change, args=[delivery.pk])
+    odd = "a b/ü"  # not a plain id: reversed as Django does, quoting and all
+    assert row_url(change, odd) == reverse(change, args=[odd])
