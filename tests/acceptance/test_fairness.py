@@ -111,8 +111,13 @@ def test_max_in_flight_holds_across_two_dispatchers(receiver, dispatchers):
         # Each dispatcher has fewer send slots (3) than the cap (5), so more
         # than 3 at the receiver at once means both were sending together:
         # the cap was shared, not just held by whichever process was faster.
+        # Claims of one row: a dispatcher holds at most its 3 sends and 1
+        # queued, so the other always has room left under the cap (with
+        # claims of 50 the first to record claimed the freed room again at
+        # once, and the other could go the whole test without a row).
         dispatchers.start(
             "--concurrency=3",
+            "--batch-size=1",
             f"--worker-id=cap-{n}",
             env={"POLL_INTERVAL_SECONDS": "0.05"},
         )
