@@ -60,7 +60,7 @@ def test_three_dispatchers_deliver_each_of_1000_deliveries_exactly_once(
         for n in range(PROCESSES)
     ]
     for child in children:
-        assert child.wait(60) == 0, child.stderr[-3000:]
+        assert child.wait(180) == 0, child.stderr[-3000:]  # slow under load
 
     assert gate.opened.is_set()
     pairs = Counter(
