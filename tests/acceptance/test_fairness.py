@@ -21,9 +21,11 @@ pytestmark = [
     pytest.mark.django_db(transaction=True),
 ]
 
-TIMEOUT = "5"  # HTTP_TIMEOUT_SECONDS of the children: the slow endpoint's sends end
+TIMEOUT = "10"  # HTTP_TIMEOUT_SECONDS of the children: the slow endpoint's sends end
 # The target is a p99 under 1 s; on the shared 2-core machine under
-# load (15) it measured 1.8-3.2 s, so that is for bench/, not a test. What
+# load (14-15) it measured 1.8-5.5 s, so that is for bench/, not a test. The
+# slow sends are released as soon as the healthy ones arrived, so a long
+# timeout costs the test nothing when the protection holds. What
 # this asserts: the healthy endpoint never waited out the slow one's timeout,
 # which without the protection it does (p99 >= TIMEOUT).
 P99_LIMIT = float(TIMEOUT) - 1.0
