@@ -1,19 +1,39 @@
 """The one place that reads the wall clock.
 
 Services take `now` as a parameter; callers that have no clock of their own
-(API views, commands) use `utcnow()`. Tests pass a FakeClock instead.
+(API views, pages, commands) use `utcnow()`. Tests drive those callers with
+`frozen(at)` and pass a FakeClock to the dispatcher, so no test depends on the
+date it happens to run on.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
 
 from django.utils import timezone
 
+# Read through a module attribute, so `frozen` reaches every importer of
+# `utcnow` (they hold the function, not the source).
+_source: Callable[[], datetime] = timezone.now
+
 
 def utcnow() -> datetime:
-    return timezone.now()
+    return _source()
+
+
+@contextmanager
+def frozen(at: datetime) -> Iterator[None]:
+    """Make `utcnow()` answer `at` inside the block (tests: pages, commands)."""
+    global _source
+    before = _source
+    _source = lambda: at  # noqa: E731 - a constant clock
+    try:
+        yield
+    finally:
+        _source = before
 
 
 class SystemClock:

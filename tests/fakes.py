@@ -9,17 +9,23 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from deliveries.dispatch.transport import OutgoingRequest, SendResult
+from relayproject.clock import utcnow
 
 
 class FakeClock:
-    """Wall time that moves only when told; monotonic follows it."""
+    """Wall time that moves only when told; monotonic follows it.
+
+    It starts at the project clock's now (a whole second), not a fixed date:
+    rows the test writes through code that reads `utcnow()` then agree with
+    it on any day the suite runs.
+    """
 
     def __init__(self, start: datetime | None = None) -> None:
-        self._now = start or datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
+        self._now = start or utcnow().replace(microsecond=0)
         self._lock = threading.Lock()
 
     def now(self) -> datetime:
