@@ -10,7 +10,7 @@ from pathlib import Path
 from playwright.sync_api import Page, sync_playwright
 
 SHOTS = Path(__file__).resolve().parents[1] / "test-output" / "screenshots"
-CHROMIUM = "/usr/bin/chromium"
+CHROMIUM = os.environ.get("RELAY_TEST_CHROMIUM", "/usr/bin/chromium")
 # Without the networking flags Chromium keeps dialling Google on this closed
 # network; the sandbox needs privileges a CI container does not have.
 CHROMIUM_ARGS = [

@@ -10,7 +10,28 @@ from django.db import connection
 ON_POSTGRES = os.environ.get("TEST_DATABASE_URL", "").startswith(("postgres", "pgsql"))
 
 
+# Browser tests need Debian's Chromium. In CI a missing browser fails the run
+# (.ci/run installs it); on a developer's machine they skip, said once.
+CHROMIUM = os.environ.get("RELAY_TEST_CHROMIUM", "/usr/bin/chromium")
+HAS_CHROMIUM = os.access(CHROMIUM, os.X_OK)
+NO_BROWSER = (
+    f"browser tests skipped: {CHROMIUM} is missing "
+    "(apt-get install chromium chromium-driver)"
+)
+
+
 def pytest_collection_modifyitems(config, items):
+    browser_items = [item for item in items if "browser" in item.keywords]
+    if browser_items and not HAS_CHROMIUM:
+        if os.environ.get("CI"):
+            raise pytest.UsageError(
+                f"CI needs {CHROMIUM} for the browser tests "
+                "(apt-get install chromium chromium-driver)"
+            )
+        config._relay_browser_skipped = len(browser_items)
+        skip = pytest.mark.skip(reason=NO_BROWSER)
+        for item in browser_items:
+            item.add_marker(skip)
     if ON_POSTGRES:
         return
     if os.environ.get("CI") and not os.environ.get("RELAY_SQLITE_PASS"):
@@ -21,6 +42,12 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "postgres" in item.keywords:
             item.add_marker(skip)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    skipped = getattr(config, "_relay_browser_skipped", 0)
+    if skipped:
+        terminalreporter.write_line(f"{NO_BROWSER}: {skipped} tests")
 
 
 @pytest.fixture(autouse=True)
