@@ -9,12 +9,11 @@ through here; the API refuses input that matches UNSTORABLE (a 422).
 
 from __future__ import annotations
 
-import re
+from relayproject.jsonlimits import UNSTORABLE
+
+__all__ = ["UNSTORABLE", "storable_text"]
 
 REPLACEMENT = "\ufffd"
-# NUL, and any UTF-16 surrogate: a str holds one only when it is unpaired (a
-# pair decodes to a single character), and UTF-8 cannot encode it.
-UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
 def storable_text(value: str | None, *, limit: int | None = None) -> str:

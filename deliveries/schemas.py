@@ -5,15 +5,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from django.conf import settings
 from ninja import Field, Schema
-from pydantic import field_validator
 
 from deliveries.held import delivery_held
 from deliveries.models import Delivery
 from endpoints.matching import EVENT_TYPE_RE, MAX_EVENT_TYPE_LENGTH
 from relayproject.clock import utcnow
-from relayproject.jsonlimits import json_depth
 
 MAX_BATCH = 500
 
@@ -23,15 +20,9 @@ class EventIn(Schema):
     type: str = Field(
         min_length=1, max_length=MAX_EVENT_TYPE_LENGTH, pattern=EVENT_TYPE_RE.pattern
     )
+    # Depth, size, NUL, surrogates and the schema: deliveries.validation,
+    # the one validator of every publish path.
     data: dict[str, Any]
-
-    @field_validator("data")
-    @classmethod
-    def _not_too_deep(cls, data: dict[str, Any]) -> dict[str, Any]:
-        limit = settings.MAX_EVENT_DEPTH
-        if json_depth(data, stop_above=limit) > limit:
-            raise ValueError(f"Nests deeper than MAX_EVENT_DEPTH ({limit}).")
-        return data
 
 
 class EventBatchIn(Schema):

@@ -164,12 +164,8 @@ def drafts_prepare(
     drafts: list[Draft] = []
     traceparent = current_traceparent()
     for index, (audience, item) in enumerate(items):
-        data_json = json.dumps(item.data, separators=(",", ":"))
-        problems = validation.event_errors(
-            merchant=audience.merchant,
-            type=item.type,
-            data=item.data,
-            data_json=data_json,
+        problems, data_json = validation.event_check(
+            merchant=audience.merchant, type=item.type, data=item.data
         )
         errors.extend((index, loc, msg) for loc, msg in problems)
         if errors:

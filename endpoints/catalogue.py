@@ -15,6 +15,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from jsonschema import Draft202012Validator, SchemaError
@@ -22,6 +23,7 @@ from jsonschema.validators import validator_for
 
 from endpoints.matching import is_valid_event_type
 from endpoints.models import EventType
+from relayproject.jsonlimits import json_problems
 
 MAX_PROBLEMS_PER_EVENT = 5
 RESERVED_PREFIX = "relay."
@@ -118,7 +120,18 @@ def fields_errors(
                     f"Not a valid JSON Schema at {_path_text(exc.absolute_path)}: "
                     f"{exc.message[:300]}"
                 ]
-    if example is not None and schema is not None and "schema" not in errors:
+    if example is not None:
+        # An example is data the portal publishes: the limits of every event
+        # (deliveries/validation.py) hold for it, before a schema walks it.
+        bad = json_problems(example, max_depth=settings.MAX_EVENT_DEPTH)
+        if bad:
+            errors["example"] = [message for _, message in bad]
+    if (
+        example is not None
+        and schema is not None
+        and "schema" not in errors
+        and "example" not in errors
+    ):
         validator = _validator_class(schema)(schema)
         problems = _data_problems(validator, example, 0)
         if problems:

@@ -7,9 +7,11 @@ import json
 import re
 
 from django import forms
+from django.conf import settings
 from django.core.exceptions import ValidationError
 
 from endpoints.matching import is_valid_subscription
+from relayproject.jsonlimits import depth_message
 
 STATUS_CHOICES = [
     ("", "any status"),
@@ -220,17 +222,23 @@ class ExampleForm(forms.Form):
         return {"event_type": chosen.name, "data": json.dumps(example, indent=2)}
 
     def clean_data(self):
+        """Parsed only: what the data must satisfy is deliveries.validation's
+        to say, when the view publishes it."""
         try:
-            data = json.loads(self.cleaned_data["data"])
+            return json.loads(self.cleaned_data["data"])
         except ValueError as exc:
             raise ValidationError(f"Not JSON: {exc}.") from None
-        if not isinstance(data, dict):
-            raise ValidationError("Event data is a JSON object ({...}).")
-        return data
+        except RecursionError:
+            # Python's parser gives up near a thousand levels, far past any limit.
+            raise ValidationError(depth_message(settings.MAX_EVENT_DEPTH)) from None
 
     def add_schema_problems(self, problems) -> None:
-        """(["data", *path], message) pairs, as deliveries.validation names them."""
+        """(["data", *path], message) pairs, as deliveries.validation names them;
+        a problem with the type goes beside the type."""
         for loc, message in problems:
+            if loc[:1] == ["type"]:
+                self.add_error("event_type", message)
+                continue
             where = "/".join(str(x) for x in loc[1:]) or "the top level"
             self.add_error("data", f"At {where}: {message}")
 
