@@ -2,7 +2,9 @@
 
 Schemas are checked with `jsonschema` when saved (the draft named by
 `$schema`, 2020-12 by default), and published data is validated against
-them (deliveries/validation.py asks `schema_problems` for each event). So
+them (deliveries/validation.py asks `schema_problems` for each event), on
+validators that cannot fetch, backtrack or run without bound
+(endpoints/schema_safety.py). So
 that a publish costs no extra round trip, each process keeps the compiled
 validators of every type with a schema for CACHE_SECONDS: a schema changed
 through this module applies at once in the process that changed it, and
@@ -15,17 +17,19 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import referencing.exceptions
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from jsonschema import Draft202012Validator, SchemaError
-from jsonschema.validators import validator_for
+from jsonschema import SchemaError
 
+from endpoints import schema_safety
 from endpoints.matching import is_valid_event_type
 from endpoints.models import EventType
-from relayproject.jsonlimits import json_problems
+from relayproject.jsonlimits import json_depth, json_problems
 
 MAX_PROBLEMS_PER_EVENT = 5
+MAX_SCHEMA_DEPTH = 100  # the walks below, and jsonschema's, recurse
 RESERVED_PREFIX = "relay."
 RESERVED_MESSAGE = (
     "relay.* event types are the relay's own (operational events); they are "
@@ -48,11 +52,28 @@ def _validators_now() -> dict[str, object]:
         rows = EventType.objects.filter(schema__isnull=False).values_list(
             "name", "schema"
         )
-        _cache["validators"] = {
-            name: _validator_class(schema)(schema) for name, schema in rows
-        }
+        _cache["validators"] = {name: _loaded(schema) for name, schema in rows}
         _cache["loaded_at"] = now
     return _cache["validators"]
+
+
+def _loaded(schema: object) -> object:
+    """A safe validator, or the refusal of a schema stored before the checks of
+    schema_safety existed: such a schema is never evaluated."""
+    if not isinstance(schema, dict):
+        return _Refusing("The schema of this event type is not a JSON object.")
+    refusals = schema_safety.static_refusals(schema)
+    if refusals:
+        return _Refusing(
+            f"The schema of this event type cannot be evaluated safely "
+            f"({refusals[0]}); staff must change it in the catalogue."
+        )
+    return schema_safety.safe_validator(schema)
+
+
+@dataclass(frozen=True)
+class _Refusing:
+    message: str
 
 
 def schema_problems(*, type: str, data: object) -> list[tuple[list, str]]:
@@ -70,12 +91,24 @@ class PayloadProblem:
     message: str
 
 
-def _validator_class(schema: dict):
-    return validator_for(schema, default=Draft202012Validator)
-
-
 def _data_problems(validator, data: object, index: int) -> list[PayloadProblem]:
-    errors = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
+    if isinstance(validator, _Refusing):
+        return [PayloadProblem(index, [], validator.message)]
+    try:
+        errors = schema_safety.bounded_errors(validator, data)
+    except schema_safety.SchemaTooCostly:
+        return [
+            PayloadProblem(
+                index,
+                [],
+                "Checking this data against its event type's schema took more "
+                "than the allowed number of steps; the data is refused.",
+            )
+        ]
+    except referencing.exceptions.Unresolvable as exc:
+        message = f"The schema has a $ref that cannot be resolved: {exc}"
+        return [PayloadProblem(index, [], message[:300])]
+    errors.sort(key=lambda e: list(e.absolute_path))
     return [
         PayloadProblem(index, list(e.absolute_path), e.message[:300])
         for e in errors[:MAX_PROBLEMS_PER_EVENT]
@@ -110,16 +143,8 @@ def fields_errors(
     if isinstance(description, str) and len(description) > 2000:
         errors["description"] = ["At most 2000 characters."]
     if schema is not None:
-        if not isinstance(schema, dict):
-            errors["schema"] = ["A JSON Schema is a JSON object."]
-        else:
-            try:
-                _validator_class(schema).check_schema(schema)
-            except SchemaError as exc:
-                errors["schema"] = [
-                    f"Not a valid JSON Schema at {_path_text(exc.absolute_path)}: "
-                    f"{exc.message[:300]}"
-                ]
+        if problems := _schema_errors(schema):
+            errors["schema"] = problems
     if example is not None:
         # An example is data the portal publishes: the limits of every event
         # (deliveries/validation.py) hold for it, before a schema walks it.
@@ -132,7 +157,7 @@ def fields_errors(
         and "schema" not in errors
         and "example" not in errors
     ):
-        validator = _validator_class(schema)(schema)
+        validator = schema_safety.safe_validator(schema)
         problems = _data_problems(validator, example, 0)
         if problems:
             errors["example"] = [
@@ -140,6 +165,23 @@ def fields_errors(
                 for p in problems
             ]
     return errors
+
+
+def _schema_errors(schema: object) -> list[str]:
+    if not isinstance(schema, dict):
+        return ["A JSON Schema is a JSON object."]
+    if json_depth(schema, stop_above=MAX_SCHEMA_DEPTH) > MAX_SCHEMA_DEPTH:
+        return [f"A schema may nest at most {MAX_SCHEMA_DEPTH} levels deep."]
+    if refusals := schema_safety.static_refusals(schema):
+        return refusals
+    try:
+        schema_safety.validator_class(schema).check_schema(schema)
+    except SchemaError as exc:
+        return [
+            f"Not a valid JSON Schema at {_path_text(exc.absolute_path)}: "
+            f"{exc.message[:300]}"
+        ]
+    return schema_safety.probe_refusals(schema)
 
 
 def event_type_create(
