@@ -174,6 +174,10 @@ if not DEBUG:
     # Load balancers probe these over plain HTTP on the inside.
     SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$"]
 
+# The bearer token /metrics asks for (deliveries/metrics.py); empty: open, for
+# a scraper on a private network.
+METRICS_TOKEN = env.str("METRICS_TOKEN", default="").strip()
+
 # Content-Security-Policy (django-csp) on every answer: scripts, styles and
 # everything else only from this origin; no inline script or style anywhere
 # (templates keep JS and CSS in static files), no framing, no plugins.

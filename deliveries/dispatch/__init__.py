@@ -27,7 +27,8 @@ Read in this order:
 - ``recording.py``   one outcome the database refuses cannot sink its flush.
 - ``counters.py``    the /metrics counters, summed across processes.
 - ``wakeup.py``      how an idle dispatcher waits (LISTEN/NOTIFY or a timer).
-- ``maintenance.py`` periodic work besides sending (endpoint statistics, day
-                     partitions of the history tables made ahead).
+- ``maintenance.py`` periodic work besides sending (endpoint statistics, the
+                     gauges /metrics serves, day partitions of the history
+                     tables made ahead).
 - ``heartbeat.py``   one row per dispatcher, touched every few seconds.
 """

@@ -1,6 +1,7 @@
 """Periodic work a dispatcher does besides sending: heartbeat, endpoint
-statistics, day partitions of the history made ahead (and the endpoint check
-of deliveries/notifications/step.py, wired in run_dispatcher).
+statistics, the row-counting gauges of /metrics, day partitions of the
+history made ahead (and the endpoint check of
+deliveries/notifications/step.py, wired in run_dispatcher).
 
 Each step keeps its own schedule. Steps that are cluster-wide run, on
 PostgreSQL, in one dispatcher at a time: a session advisory lock (try, never
@@ -16,7 +17,7 @@ from datetime import datetime, timedelta
 
 from django.db import connection
 
-from deliveries import partitions
+from deliveries import gauges, partitions
 from deliveries.latency import publish_latency_refresh
 from deliveries.stats import endpoint_stats_refresh
 
@@ -28,6 +29,7 @@ PARTITIONS_EVERY_SECONDS = 3600.0
 PARTITIONS_RETRY_SECONDS = 60.0  # after the tables stayed locked
 PARTITIONS_LOCK_TRIES = 3  # each waits at most partitions.LOCK_TIMEOUT_MS
 PARTITIONS_LOCK_KEY = STATS_LOCK_KEY + 1
+GAUGES_LOCK_KEY = STATS_LOCK_KEY + 2
 
 
 class Maintenance:
@@ -77,6 +79,28 @@ class StatsRefresher:
             logger.info("refreshed stats of %d endpoints", count)
 
         _elected(STATS_LOCK_KEY, refresh)
+
+
+class GaugeRefresher:
+    """Recompute the gauges /metrics serves (deliveries.gauges) every few
+    seconds, once for the whole cluster: whichever dispatcher holds the lock
+    recomputes them only if nobody stored them within `every`, so more
+    dispatchers do not mean more counting."""
+
+    def __init__(self, every: timedelta = gauges.REFRESH_EVERY) -> None:
+        self.every = every
+        self._next = time.monotonic()  # the first call counts at once
+
+    def __call__(self, now: datetime) -> None:
+        if time.monotonic() < self._next:
+            return
+        self._next = time.monotonic() + self.every.total_seconds()
+
+        def refresh() -> None:
+            if gauges.queue_gauges_due(now=now, every=self.every):
+                gauges.queue_gauges_refresh(now=now)
+
+        _elected(GAUGES_LOCK_KEY, refresh)
 
 
 class PartitionKeeper:

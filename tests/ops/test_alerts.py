@@ -12,6 +12,7 @@ from django.urls import reverse
 
 from deliveries import alerts, selectors
 from deliveries.dispatch.heartbeat import Heartbeat, heartbeat_touch
+from deliveries.dispatch.maintenance import GaugeRefresher
 from deliveries.models import DispatcherHeartbeat
 from endpoints.services import endpoint_breaker_open, endpoint_disable
 from relayproject.clock import utcnow
@@ -70,6 +71,7 @@ def test_an_open_breaker_is_an_alert_with_its_held_rows(admin_client):
     assert alert.text in pipeline(admin_client)
     status, out = check()
     assert status == 1 and f"WARNING: {alert.text}" in out
+    GaugeRefresher()(utcnow())  # the dispatchers' count /metrics serves
     assert scrape(admin_client)[("relay_breakers_open", ())] == 1
 
 
@@ -94,6 +96,7 @@ def test_an_endpoint_disabled_in_the_last_day_is_an_alert(admin_client):
     assert "(410 Gone): 1 delivery held until it is enabled." in alert.text
     assert alert.text in pipeline(admin_client)
     assert check()[0] == 1
+    GaugeRefresher()(utcnow())  # the dispatchers' count /metrics serves
     assert scrape(admin_client)[("relay_endpoints_disabled", ())] == 2
 
 

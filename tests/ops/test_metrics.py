@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import Counter as Tally
 from datetime import timedelta
 
@@ -9,6 +10,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from deliveries.dispatch import counters
+from deliveries.dispatch.maintenance import GaugeRefresher
 from relayproject.clock import utcnow
 from tests import factories
 from tests.ops import seed
@@ -66,9 +68,8 @@ def test_attempt_duration_is_a_cumulative_histogram(client):
     assert m[("relay_attempt_duration_seconds_sum", ())] == pytest.approx(63.404)
 
 
-def test_queue_depth_and_oldest_pending_are_read_at_scrape_time(client):
+def seed_queue(now):
     endpoint = factories.endpoint()
-    now = utcnow()
     seed.delivery(
         endpoint,
         status="pending",
@@ -85,14 +86,67 @@ def test_queue_depth_and_oldest_pending_are_read_at_scrape_time(client):
     seed.delivery(endpoint, status="dead", created_at=now, dead_at=now)
     seed.delivery(endpoint, status="succeeded", created_at=now, succeeded_at=now)
 
+
+def test_queue_gauges_are_the_dispatchers_last_count_with_its_age(client):
+    now = utcnow()
+    seed_queue(now)
+    # What a dispatcher's maintenance does every few seconds.
+    GaugeRefresher()(now - timedelta(seconds=7))
+
     m = scrape(client)
 
     depth = {k[1][0][1]: v for k, v in m.items() if k[0] == "relay_queue_depth"}
     assert depth == {"pending": 1, "awaiting_retry": 1, "delivering": 1, "dead": 1}
-    assert 300 <= m[("relay_oldest_pending_seconds", ())] < 400
+    # As of the count, 7 s ago: the oldest had waited 5 min less those 7 s.
+    assert m[("relay_oldest_pending_seconds", ())] == pytest.approx(293, abs=1)
+    assert m[("relay_breakers_open", ())] == 0
+    assert m[("relay_endpoints_disabled", ())] == 0
+    assert 7 <= m[("relay_gauges_age_seconds", ())] < 60
+
+
+def test_the_figures_do_not_move_without_a_dispatcher_and_their_age_says_so(client):
+    now = utcnow()
+    GaugeRefresher()(now - timedelta(minutes=10))
+    seed_queue(now)  # after the last count: nobody has counted these
+
+    m = scrape(client)
+
+    depth = {k[1][0][1]: v for k, v in m.items() if k[0] == "relay_queue_depth"}
+    assert depth == {"pending": 0, "awaiting_retry": 0, "delivering": 0, "dead": 0}
+    assert m[("relay_gauges_age_seconds", ())] >= 600
+
+
+def test_a_refresh_within_the_interval_is_skipped_by_every_dispatcher(client):
+    now = utcnow()
+    GaugeRefresher()(now - timedelta(seconds=2))
+    seed_queue(now)
+
+    # A second dispatcher's step, 2 s after the first one counted.
+    GaugeRefresher()(now)
+
+    m = scrape(client)
+    assert m[("relay_queue_depth", (("status", "dead"),))] == 0
+    GaugeRefresher()(now + timedelta(seconds=4))
+    assert scrape(client)[("relay_queue_depth", (("status", "dead"),))] == 1
+
+
+def test_never_counted_gauges_have_no_samples_and_an_infinite_age(client):
+    seed_queue(utcnow())
+
+    m = scrape(client)
+
+    assert m[("relay_gauges_age_seconds", ())] == math.inf
+    for name in (
+        "relay_queue_depth",
+        "relay_oldest_pending_seconds",
+        "relay_breakers_open",
+        "relay_endpoints_disabled",
+    ):
+        assert not [key for key in m if key[0] == name], name
 
 
 def test_an_empty_database_scrapes_zeroes(client):
+    GaugeRefresher()(utcnow())
     m = scrape(client)
     assert m[("relay_oldest_pending_seconds", ())] == 0
     assert m[("relay_replayed_total", ())] == 0

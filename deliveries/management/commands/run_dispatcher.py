@@ -13,6 +13,7 @@ from deliveries.dispatch.dispatcher import Dispatcher
 from deliveries.dispatch.heartbeat import Heartbeat
 from deliveries.dispatch.lease import default_lease_seconds
 from deliveries.dispatch.maintenance import (
+    GaugeRefresher,
     Maintenance,
     PartitionKeeper,
     StatsRefresher,
@@ -73,7 +74,11 @@ class Command(BaseCommand):
             poll_interval=settings.POLL_INTERVAL_SECONDS,
             waker=make_waker(),
             maintenance=Maintenance(
-                heartbeat, StatsRefresher(), PartitionKeeper(), OperationalCheck()
+                heartbeat,
+                GaugeRefresher(),
+                StatsRefresher(),
+                PartitionKeeper(),
+                OperationalCheck(),
             ),
         )
         for signum in (signal.SIGTERM, signal.SIGINT):
