@@ -81,3 +81,13 @@ class TrustedProxyMiddleware:
 def client_ip(request: HttpRequest) -> str:
     """The client address after TrustedProxyMiddleware (django-axes asks this)."""
     return request.META.get("REMOTE_ADDR", "")
+
+
+def forwarded_allow_list(trusted: list[str]) -> str:
+    """TRUSTED_PROXIES as gunicorn's forwarded_allow_ips (gunicorn.conf.py).
+
+    gunicorn wants networks without host bits (10.0.0.0/8, not 10.0.0.1/8),
+    which the middleware accepts, so each entry is normalised the same way;
+    an entry that is no address at all stops gunicorn at start.
+    """
+    return ",".join(str(network) for network in _networks(tuple(trusted)))

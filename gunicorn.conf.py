@@ -1,0 +1,21 @@
+"""gunicorn's settings, read when `gunicorn relayproject.wsgi` starts in this folder.
+
+gunicorn sets a request's scheme from forwarded headers itself, believing the
+peers in its forwarded_allow_ips, loopback by default: anything on the host
+could claim https for a plain request. Here that list is TRUSTED_PROXIES, the
+proxies the application believes (relayproject/proxies.py), and the header is
+the one the application reads, so both agree; empty believes nobody.
+"""
+
+from __future__ import annotations
+
+import environ
+
+from relayproject.proxies import forwarded_allow_list
+
+forwarded_allow_ips = forwarded_allow_list(
+    environ.Env().list("TRUSTED_PROXIES", default=[])
+)
+# gunicorn also believes X-Forwarded-Protocol and X-Forwarded-Ssl by default;
+# the application only X-Forwarded-Proto.
+secure_scheme_headers = {"X-FORWARDED-PROTO": "https"}
