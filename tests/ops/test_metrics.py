@@ -5,8 +5,10 @@ from __future__ import annotations
 import math
 from collections import Counter as Tally
 from datetime import timedelta
+from io import StringIO
 
 import pytest
+from django.core.management import call_command
 from prometheus_client.parser import text_string_to_metric_families
 
 from deliveries.dispatch import counters
@@ -153,3 +155,17 @@ def test_an_empty_database_scrapes_zeroes(client):
     assert not any(
         name.startswith("python_") or name.startswith("process_") for name, _ in m
     )
+
+
+def test_run_dispatcher_counts_the_gauges_metrics_serves(client):
+    now = utcnow()
+    seed_queue(now)
+    assert scrape(client)[("relay_gauges_age_seconds", ())] == math.inf
+
+    call_command(
+        "run_dispatcher", "--drain", "--worker-id", "w-gauges", stdout=StringIO()
+    )
+
+    m = scrape(client)
+    assert m[("relay_gauges_age_seconds", ())] < 60
+    assert m[("relay_queue_depth", (("status", "dead"),))] == 1
