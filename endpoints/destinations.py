@@ -15,6 +15,7 @@ from collections.abc import Callable
 from urllib.parse import urlsplit
 
 from requests_hardened.ip_filter import EXTRA_BLOCKED_NET_RANGES
+from yarl import URL
 
 ALLOWED_SCHEMES = frozenset({"http", "https"})
 DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -103,9 +104,14 @@ def check_host(
 
 
 def url_host_and_port(url: str) -> tuple[str, int]:
-    """The lower-cased host and the port that url names; refuses malformed URLs."""
+    """The host and port the sender connects to for url; refuses malformed URLs.
+
+    The host is yarl's (aiohttp's URL parser): lower-cased and, for a Unicode
+    name, mapped by UTS 46, so an IP literal that only appears after that
+    mapping (U+1FBF1 is a "1") is judged as the address it becomes.
+    """
     # urlsplit silently drops tabs and newlines that other parsers keep; refusing
-    # them means the host checked here is the host requests connects to.
+    # them means the host checked here is the host the sender connects to.
     if any(ch <= " " or ch == "\x7f" for ch in url):
         raise DestinationRefused("the URL contains whitespace or control characters")
     try:
@@ -119,12 +125,41 @@ def url_host_and_port(url: str) -> tuple[str, int]:
     # two URL parsers disagree about the host.
     if "@" in parts.netloc:
         raise DestinationRefused("credentials in the URL are not allowed")
-    host = (parts.hostname or "").lower()
-    if not host:
+    if not parts.hostname:
         raise DestinationRefused("the URL has no host")
-    if "%" in host:
+    if "%" in parts.hostname:
         # IPv6 zone ids and percent-encoded hosts decode differently per parser.
         raise DestinationRefused("the host may not contain '%'")
     if port == 0:
         raise DestinationRefused("port 0 is not valid")
-    return host, port or DEFAULT_PORTS[parts.scheme]
+    port = port or DEFAULT_PORTS[parts.scheme]
+    try:
+        parsed = URL(url)  # as aiohttp parses it, to connect
+        host = parsed.raw_host
+    except (ValueError, UnicodeError) as exc:  # backslashes, labels IDNA refuses
+        raise DestinationRefused(f"the URL is not valid: {exc}") from exc
+    if not host:
+        raise DestinationRefused("the URL has no host")
+    if "%" in host:
+        raise DestinationRefused("the host may not contain '%'")
+    if parts.hostname.isascii():
+        # IPv6 literals are compared as addresses: yarl writes them compressed.
+        if ":" not in host and parts.hostname != host:
+            raise DestinationRefused("URL parsers disagree about this host")
+    elif _idna2003(parts.hostname) != host:
+        # Python's IDNA 2003 codec (getaddrinfo, requests) and UTS 46 (yarl)
+        # must name the same host: one URL, one meaning, or none.
+        raise DestinationRefused(
+            "the host name means different hosts under IDNA 2003 and UTS 46; "
+            "write it in its ASCII (xn--) form"
+        )
+    if parsed.port != port:
+        raise DestinationRefused("the URL's port is ambiguous")
+    return host, port
+
+
+def _idna2003(hostname: str) -> str | None:
+    try:
+        return hostname.encode("idna").decode("ascii").lower()
+    except UnicodeError:
+        return None
