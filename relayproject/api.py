@@ -34,6 +34,7 @@ from relayproject.problems import (
     errors_from_message_dict,
     problem_response,
 )
+from relayproject.strictquery import strict_query
 
 logger = logging.getLogger("deliveries.api")
 
@@ -177,6 +178,8 @@ api = RelayApi(
 api.add_router("/", endpoints_router)
 api.add_router("/", deliveries_router)
 api.add_router("/", operational_router)
+# Every operation, present and future: an undeclared query parameter is a 422.
+api.add_decorator(strict_query, mode="view")
 
 
 def _loc(loc) -> list:
