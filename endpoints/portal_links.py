@@ -3,7 +3,8 @@
 A link is single-use and short-lived (PORTAL_LINK_TTL_SECONDS); opening it
 starts a portal session for that merchant alone, with the link's role and no
 Django user, lasting PORTAL_SESSION_SECONDS. Redeeming is one conditional
-UPDATE, so two browsers racing for the same link cannot both get in.
+UPDATE, so two browsers racing for the same link cannot both get in, and a
+link is spent by any attempt to open it, refused or not.
 """
 
 from __future__ import annotations
@@ -53,7 +54,9 @@ def portal_link_create(
 
 
 class LinkRefused(Exception):
-    """The token is unknown, already used, or expired; `reason` says which."""
+    """The link cannot open the portal; `reason` says why (see REASONS)."""
+
+    REASONS = ("unknown", "used", "expired", "inactive")
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
@@ -61,24 +64,33 @@ class LinkRefused(Exception):
 
 
 def portal_link_redeem(*, token: str, now: datetime | None = None) -> PortalLink:
-    """Use the link once, or raise LinkRefused("unknown" | "used" | "expired")."""
+    """Use the link once, or raise LinkRefused.
+
+    Whatever the answer, the link is spent by this one conditional UPDATE: a
+    link refused because it expired or its merchant was inactive does not
+    open the portal later either (say, once the merchant is active again),
+    and of two browsers racing for it exactly one gets the row.
+    """
     now = now or utcnow()
     token_hash = _hash(token)
-    used = PortalLink.objects.filter(
-        token_hash=token_hash,
-        used_at__isnull=True,
-        expires_at__gt=now,
-        merchant__is_active=True,
+    spent = PortalLink.objects.filter(
+        token_hash=token_hash, used_at__isnull=True
     ).update(used_at=now)
     link = (
         PortalLink.objects.select_related("merchant")
         .filter(token_hash=token_hash)
         .first()
     )
-    if not used:
+    reason = None
+    if link is None:
         reason = "unknown"
-        if link is not None:
-            reason = "used" if link.used_at is not None else "expired"
+    elif not spent:
+        reason = "used"
+    elif link.expires_at <= now:
+        reason = "expired"
+    elif not link.merchant.is_active:
+        reason = "inactive"
+    if reason is not None:
         logger.info(
             "portal link refused link_id=%s reason=%s",
             link.pk if link else "-",

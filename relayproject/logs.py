@@ -6,6 +6,11 @@ of work with `log_context` (and `log_process_bind` for the whole process: a
 dispatcher's worker id). The current span's trace and span ids are added, so a log line finds
 its trace. Callers pass ids only: never payloads, secrets, custom header
 values or receiver bodies (tests/ops/test_logs.py greps a run for them).
+
+Portal link tokens are a credential in a URL: `TokenScrubFilter`, on the root
+handler, rewrites `/portal/link/<token>/` in every line (the message, its
+extras such as Django's `request`, and any traceback), Django's own
+"Not Found"/"Gone" request lines and third-party loggers included.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import logging
+import re
 from collections.abc import Iterator
 
 from opentelemetry import trace
@@ -68,6 +74,55 @@ class IdsFilter(logging.Filter):
         return True
 
 
+# The portal's link route (endpoints/portal/urls.py, under /portal/ in the
+# root URLconf). The token is url-safe base64; whatever follows the prefix up
+# to a separator is treated as one, so a mangled or unknown token goes too.
+LINK_TOKEN = re.compile(r"(/portal/link/)[^/\s?#'\"<>]+")
+REDACTED = r"\1[redacted]"
+# Attributes every LogRecord has; anything else on a record is an extra.
+_RECORD_FIELDS = frozenset(logging.makeLogRecord({}).__dict__) | {"message"}
+_PLAIN_TYPES = (int, float, bool, type(None))
+
+
+def scrub_link_tokens(text: str) -> str:
+    """The text with every portal link token replaced by [redacted]."""
+    return LINK_TOKEN.sub(REDACTED, text) if "/portal/link/" in text else text
+
+
+class TokenScrubFilter(logging.Filter):
+    """Rewrites portal link tokens out of a record before any formatter sees it.
+
+    On the handler rather than a logger: handler filters see the records that
+    propagate from every logger (django.request, django.security, libraries).
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except (TypeError, ValueError):
+            message = str(record.msg)  # bad arguments: logging reports them itself
+        scrubbed = scrub_link_tokens(message)
+        if scrubbed != message:
+            record.msg, record.args = scrubbed, None
+        if record.exc_info:
+            # Formatted here, once, so both formatters print the scrubbed text.
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+            record.exc_info = None
+        if record.exc_text:
+            record.exc_text = scrub_link_tokens(record.exc_text)
+        if record.stack_info:
+            record.stack_info = scrub_link_tokens(record.stack_info)
+        for key, value in list(record.__dict__.items()):
+            if key in _RECORD_FIELDS or isinstance(value, _PLAIN_TYPES):
+                continue
+            # Django passes the request object itself; the JSON formatter
+            # prints its repr, which names the path.
+            text = value if isinstance(value, str) else repr(value)
+            if "/portal/link/" in text:
+                setattr(record, key, scrub_link_tokens(text))
+        return True
+
+
 class JsonFormatter(_LibraryJsonFormatter):
     """python-json-logger, with the field names our log pipeline expects."""
 
@@ -109,7 +164,10 @@ def logging_config(*, log_format: str, level: str) -> dict:
     return {
         "version": 1,
         "disable_existing_loggers": False,
-        "filters": {"ids": {"()": "relayproject.logs.IdsFilter"}},
+        "filters": {
+            "ids": {"()": "relayproject.logs.IdsFilter"},
+            "scrub": {"()": "relayproject.logs.TokenScrubFilter"},
+        },
         "formatters": {
             "plain": {"()": "relayproject.logs.PlainFormatter"},
             "json": {"()": "relayproject.logs.JsonFormatter"},
@@ -118,7 +176,7 @@ def logging_config(*, log_format: str, level: str) -> dict:
             "console": {
                 "class": "logging.StreamHandler",
                 "formatter": formatter,
-                "filters": ["ids"],
+                "filters": ["ids", "scrub"],
             },
         },
         # The root logger, so Django's own (django.request 500s) and library

@@ -63,6 +63,8 @@ MIDDLEWARE = [
     # Before anything reads a body: refuses oversized and non-JSON API bodies.
     "relayproject.problems.ApiProblemMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    # Signs out a session idle past SESSION_IDLE_SECONDS before auth reads it.
+    "relayproject.sessions.IdleSessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -158,6 +160,18 @@ LOGIN_REDIRECT_URL = "portal:home"
 # SECURE_PROXY_SSL_HEADER stays unset on purpose.
 TRUSTED_PROXIES = env.list("TRUSTED_PROXIES", default=[])
 SESSION_COOKIE_HTTPONLY = True
+# Admin and portal sessions end after this long without a request
+# (relayproject/sessions.py). Two hours: a console or portal tab survives a
+# meeting or lunch in the middle of an investigation, a browser left signed in
+# at the end of the day does not; staff sessions can change secrets and
+# replay traffic, so "a working day" (8 h) is too long. Portal-link sessions
+# also end PORTAL_SESSION_SECONDS after the link was opened, idle or not.
+SESSION_IDLE_SECONDS = env.int("SESSION_IDLE_SECONDS", default=7200)
+if SESSION_IDLE_SECONDS < 60:
+    raise ImproperlyConfigured("SESSION_IDLE_SECONDS is at least 60.")
+# The cookie and the stored row expire with the idle limit; every touch of a
+# session moves both forward.
+SESSION_COOKIE_AGE = SESSION_IDLE_SECONDS
 SESSION_COOKIE_SAMESITE = "Lax"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 if not DEBUG:

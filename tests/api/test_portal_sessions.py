@@ -23,8 +23,9 @@ def link_for(api, slug="acme", **body):
 
 
 def open_link(url: str, client: Client | None = None):
+    """Press the link page's button: its POST is what uses the link."""
     client = client or Client()
-    return client, client.get(url.removeprefix("http://testserver"))
+    return client, client.post(url.removeprefix("http://testserver"))
 
 
 def test_a_link_opens_the_portal_for_its_merchant_once(platform, merchant, caplog):
@@ -54,7 +55,7 @@ def test_an_expired_link_is_a_clear_page(platform, merchant, settings):
 
 
 def test_an_unknown_link_is_a_clear_404(db):
-    response = Client().get(reverse("portal:link_open", args=["nope"]))
+    response = Client().post(reverse("portal:link_open", args=["nope"]))
     assert response.status_code == 404
     assert "not valid" in response.content.decode()
 

@@ -164,6 +164,13 @@ def send_example(page, data: str) -> None:
     page.click("#send-example")
 
 
+def open_portal(page, link: str):
+    """Open a link as its receiver does: the page, then its button."""
+    page.goto(link)
+    with page.expect_navigation():
+        page.click("#link-open button[type=submit]")
+
+
 def submit(page, field: str, value: str) -> None:
     page.fill(field, value)
     page.click("main form button[type=submit]")
@@ -177,12 +184,12 @@ def test_a_link_opens_every_page_without_horizontal_scroll(
     with chromium_page(width=width, height=900) as page:
         for name, address in {
             "login": f"{live_server.url}/portal/login/",
-            "link-unknown": f"{live_server.url}/portal/link/no-such-token/",
+            "link": f"{live_server.url}/portal/link/no-such-token/",
         }.items():
             page.goto(address)
             no_horizontal_scroll(page)
             shot(page, f"platform-{width}-{name}")
-        page.goto(portal_link(live_server))
+        open_portal(page, portal_link(live_server))
         expect(page.locator("h1")).to_contain_text("Endpoints")
         expect(page.locator(".brand")).to_have_text("Acme Payments")
         expect(page.locator("main")).not_to_contain_text(world["globex"].pk)
@@ -195,7 +202,7 @@ def test_a_link_opens_every_page_without_horizontal_scroll(
 def test_send_an_example_from_the_browser(live_server, world):
     endpoint = world["endpoint"]
     with chromium_page(width=1280, height=900) as page:
-        page.goto(portal_link(live_server, role="developer"))
+        open_portal(page, portal_link(live_server, role="developer"))
         page.goto(f"{live_server.url}/portal/m/acme/endpoints/{endpoint.pk}/example/")
         page.fill("#id_data", '{"order_id": 5}')
         page.click("#send-example")
@@ -215,11 +222,13 @@ def test_send_an_example_from_the_browser(live_server, world):
 def test_a_used_link_is_a_clear_page_in_the_browser(live_server, world):
     link = portal_link(live_server)
     with chromium_page(width=390, height=800) as page:
-        page.goto(link)
+        open_portal(page, link)
         expect(page.locator("h1")).to_contain_text("Endpoints")
     with chromium_page(width=390, height=800) as page:
-        response = page.goto(link)
-        assert response.status == 410
+        page.goto(link)
+        with page.expect_navigation() as opened:
+            page.click("#link-open button[type=submit]")
+        assert opened.value.status == 410
         expect(page.locator("h1")).to_have_text("This link has already been used")
         no_horizontal_scroll(page)
         shot(page, "platform-link-used")
@@ -267,6 +276,7 @@ def test_the_portal_shows_in_an_iframe_only_on_listed_origins(
             page.goto(embedder.origin)
             frame = page.frame_locator("iframe")
             if listed:
+                frame.locator("#link-open button[type=submit]").click()
                 expect(frame.locator("h1")).to_contain_text("Endpoints")
                 shot(page, "platform-iframe")
             else:

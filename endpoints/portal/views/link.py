@@ -6,8 +6,9 @@ from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils.cache import add_never_cache_headers
 from django.views.decorators.cache import cache_control
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_GET, require_http_methods
 
 from endpoints import portal_links
 
@@ -18,21 +19,49 @@ REFUSALS = {
         "Each link opens the portal once.",
     ),
     "expired": (410, "This link has expired", "Links are valid for a few minutes."),
+    "inactive": (
+        403,
+        "This portal is closed",
+        "The account this link was made for is not active; the link no longer works.",
+    ),
     "unknown": (404, "This link is not valid", "Check that it was copied whole."),
 }
 
 
-@require_GET
+def _private(response: HttpResponse) -> HttpResponse:
+    # The token is in this page's URL: no cache keeps it, and no Referer
+    # carries it to the stylesheets (or anywhere else) the page loads.
+    add_never_cache_headers(response)
+    response["Referrer-Policy"] = "no-referrer"
+    return response
+
+
+@require_http_methods(["GET", "HEAD", "POST"])
 def link_open(request: HttpRequest, token: str) -> HttpResponse:
+    """GET shows a button; only its POST (with CSRF) uses the link.
+
+    So a link opened by a mail scanner's prefetch, or planted in an <img> on
+    another site, neither spends it nor signs out whoever is signed in here.
+    """
+    if request.method != "POST":
+        return _private(
+            render(
+                request,
+                "portal/link_open.html",
+                {"current": _current_session(request)},
+            )
+        )
     try:
         link = portal_links.portal_link_redeem(token=token)
     except portal_links.LinkRefused as exc:
         status, title, why = REFUSALS[exc.reason]
-        return render(
-            request,
-            "portal/link_refused.html",
-            {"title": title, "why": why},
-            status=status,
+        return _private(
+            render(
+                request,
+                "portal/link_refused.html",
+                {"title": title, "why": why},
+                status=status,
+            )
         )
     # Whoever was signed in here before, this browser now holds the link's
     # merchant and role only. The session is flushed directly, not through
@@ -42,6 +71,15 @@ def link_open(request: HttpRequest, token: str) -> HttpResponse:
     request.user = AnonymousUser()
     portal_links.session_start(request.session, link=link)
     return redirect("portal:endpoint_list", link.merchant.slug)
+
+
+def _current_session(request: HttpRequest) -> str:
+    """Who is signed in in this browser now, in words ("" for nobody)."""
+    if portal_links.session_link(request.session) is not None:
+        return "a portal link"
+    if request.user.is_authenticated:
+        return request.user.get_username()
+    return ""
 
 
 @require_GET

@@ -1,0 +1,61 @@
+"""Admin and portal sessions end after SESSION_IDLE_SECONDS without a request.
+
+Django's own expiry is fixed at sign-in unless every request saves the
+session; here each session records when it was last used, at most once a
+minute (TOUCH_SECONDS, so a busy page does not write the session table on
+every request), and a request that finds it idle longer than the limit
+signs it out before any view or the admin sees who it was. Each touch also
+re-saves the session, which moves its cookie's and row's expiry forward.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse
+
+from relayproject.clock import SystemClock
+
+logger = logging.getLogger("relayproject.sessions")
+
+LAST_SEEN_KEY = "relay_last_seen"
+TOUCH_SECONDS = 60
+
+
+class IdleSessionMiddleware:
+    """After SessionMiddleware; before anything reads `request.user`."""
+
+    # The seam for tests: anything with now() -> datetime (tests.fakes.FakeClock).
+    clock = SystemClock()
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        # No cookie, no session to load (API calls, probes, first visits).
+        if settings.SESSION_COOKIE_NAME in request.COOKIES:
+            self._check(request)
+        return self.get_response(request)
+
+    def _check(self, request: HttpRequest) -> None:
+        session = request.session
+        if session.is_empty():
+            return
+        now = self.clock.now().timestamp()
+        idle_limit = settings.SESSION_IDLE_SECONDS
+        last_seen = session.get(LAST_SEEN_KEY)
+        if last_seen is not None and now - last_seen > idle_limit:
+            logger.info(
+                "session signed out after %d s idle (limit %d s) user_id=%s "
+                "portal_link=%s",
+                now - last_seen,
+                idle_limit,
+                session.get("_auth_user_id", "-"),
+                (session.get("portal_link") or {}).get("link_id", "-"),
+            )
+            session.flush()
+            return
+        if last_seen is None or now - last_seen >= min(TOUCH_SECONDS, idle_limit):
+            session[LAST_SEEN_KEY] = now
