@@ -104,10 +104,12 @@ class TokenScrubFilter(logging.Filter):
         scrubbed = scrub_link_tokens(message)
         if scrubbed != message:
             record.msg, record.args = scrubbed, None
-        if record.exc_info:
-            # Formatted here, once, so both formatters print the scrubbed text.
-            record.exc_text = logging.Formatter().formatException(record.exc_info)
-            record.exc_info = None
+        if record.exc_info and not record.exc_text:
+            text = logging.Formatter().formatException(record.exc_info)
+            if "/portal/link/" in text:
+                # Both formatters print exc_text when exc_info is gone; other
+                # handlers keep the record's exc_info when there is no token.
+                record.exc_text, record.exc_info = text, None
         if record.exc_text:
             record.exc_text = scrub_link_tokens(record.exc_text)
         if record.stack_info:
@@ -183,6 +185,15 @@ def logging_config(*, log_format: str, level: str) -> dict:
         # lines come out in the same format as ours.
         "root": {"handlers": ["console"], "level": "WARNING"},
         "loggers": {
+            # Django's default config gives these handlers of their own (a
+            # console one with DEBUG, the dev server's request lines), which
+            # would print every line a second time without the scrub filter.
+            "django": {"handlers": [], "level": "INFO", "propagate": True},
+            "django.server": {
+                "handlers": ["console"],
+                "level": "INFO",
+                "propagate": False,
+            },
             "deliveries": {"level": level},
             "endpoints": {"level": level},
             "relayproject": {"level": level},
