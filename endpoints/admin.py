@@ -13,9 +13,7 @@ from django.conf import settings
 from django.contrib import admin, messages
 from django.db.models import F
 from django.forms.fields import InvalidJSONInput
-from django.template.response import TemplateResponse
 from django.urls import reverse
-from django.utils.cache import add_never_cache_headers
 from django.utils.html import format_html
 from django.utils.http import urlencode
 
@@ -32,15 +30,12 @@ from endpoints.catalogue import fields_errors as catalogue_field_errors
 from endpoints.catalogue import is_reserved as catalogue_is_reserved
 from endpoints.catalogue import merchant_types
 from endpoints.models import (
-    ApiKey,
     Endpoint,
     EndpointSecret,
     EventType,
     Merchant,
 )
 from endpoints.services import (
-    apikey_create,
-    apikey_revoke,
     endpoint_auto_disable_exempt,
     endpoint_breaker_open,
     endpoint_breaker_reset,
@@ -235,92 +230,6 @@ class EndpointAdmin(EndpointActions, admin.ModelAdmin):
         return deliveries_links(endpoint.pk)
 
 
-class ApiKeyCreateForm(forms.ModelForm):
-    class Meta:
-        model = ApiKey
-        fields = ("name", "merchant")
-        help_texts = {
-            "merchant": "Leave empty for a platform key (may create merchants)."
-        }
-
-
-@admin.register(ApiKey)
-class ApiKeyAdmin(QuickRows, admin.ModelAdmin):
-    list_display = (
-        "name",
-        "merchant",
-        "prefix",
-        "is_platform",
-        "created_at",
-        "last_used_at",
-        "revoked_at",
-    )
-    list_select_related = ("merchant",)
-    list_filter = (("merchant", admin.RelatedOnlyFieldListFilter),)
-    search_fields = ("name", "=prefix")
-    actions = ("revoke_selected",)
-    # The hash is never shown, and the full key only once, right after it is
-    # made (apikey_create returns it; nothing can show it again).
-    readonly_fields = ("prefix", "created_at", "last_used_at", "revoked_at")
-
-    def get_form(self, request, obj=None, **kwargs):
-        if obj is None:
-            kwargs["form"] = ApiKeyCreateForm
-        return super().get_form(request, obj, **kwargs)
-
-    def get_fields(self, request, obj=None):
-        if obj is None:
-            return ("name", "merchant")
-        return ("name", "merchant", *self.readonly_fields)
-
-    def get_readonly_fields(self, request, obj=None):
-        return () if obj is None else ("name", "merchant", *self.readonly_fields)
-
-    def save_model(self, request, obj, form, change) -> None:
-        if change:
-            return  # keys are immutable; revoke and make a new one instead
-        key, full_key = apikey_create(
-            name=form.cleaned_data["name"], merchant=form.cleaned_data["merchant"]
-        )
-        # The admin logs and answers with obj: make it the row just saved.
-        obj.pk, obj.prefix, obj.created_at = key.pk, key.prefix, key.created_at
-        obj.full_key = full_key  # read once by response_add, never stored
-
-    def response_add(self, request, obj, post_url_continue=None):
-        """The full key, in this response's body only: never a message (messages
-        live in a signed but readable cookie) nor a redirect that could be replayed."""
-        response = TemplateResponse(
-            request,
-            "admin/endpoints/apikey/created.html",
-            {
-                **self.admin_site.each_context(request),
-                "title": "API key created",
-                "key": obj,
-                "full_key": obj.full_key,
-                "opts": self.opts,
-            },
-        )
-        add_never_cache_headers(response)
-        return response
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        # Revoke, never delete: the row is the history of who could call the API.
-        return False
-
-    @admin.action(description="Revoke selected keys", permissions=["change"])
-    def revoke_selected(self, request, queryset) -> None:
-        revoked = 0
-        for key in queryset.filter(revoked_at__isnull=True):
-            apikey_revoke(key=key)
-            self.log_change(request, key, "Revoked the key.")
-            revoked += 1
-        self.message_user(request, f"Revoked {revoked} key(s).", messages.SUCCESS)
-
-    @admin.display(boolean=True, description="platform")
-    def is_platform(self, key: ApiKey) -> bool:
-        return key.is_platform
-
-
 class BoundedJSONField(forms.JSONField):
     """Django's JSON field, refusing (never crashing on) JSON nested deeper than
     max_depth(): its parser, encoder and the admin's templates all recurse."""
@@ -415,5 +324,6 @@ class EventTypeAdmin(admin.ModelAdmin):
         super().delete_queryset(request, queryset.exclude(pk__in=reserved_pks()))
 
 
-# The health list registers itself; imported here so admin autodiscovery sees it.
-from endpoints import admin_health  # noqa: E402, F401
+# The health list and the API keys register themselves; imported here so
+# admin autodiscovery sees them.
+from endpoints import admin_health, admin_keys  # noqa: E402, F401

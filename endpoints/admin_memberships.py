@@ -4,7 +4,8 @@ A membership opens a merchant's signing secrets in the portal, so granting one
 is its own permission (`endpoints.grant_membership`, or superuser), not
 "change merchant" or "change membership"; nobody grants or changes their own;
 every grant, change and removal gets an admin log entry and a log line.
-Users and groups are guarded the same way: only superusers give admin rights.
+Users and groups are guarded the same way: only superusers give admin rights,
+and only superusers change the password or email of a user who holds any.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from django.contrib import admin
 from django.contrib.admin.models import ADDITION, CHANGE, DELETION, LogEntry
 from django.contrib.auth.admin import GroupAdmin, UserAdmin
 from django.contrib.auth.models import Group, User
+from django.core.exceptions import PermissionDenied
 
 from endpoints.models import Membership
 
@@ -131,20 +133,61 @@ class MembershipGrantsLogged:
             )
 
 
+def holds_rights(user) -> bool:
+    """Staff or superuser, any permission or group, or any merchant membership:
+    whoever can sign in as this user gets more than a bare account."""
+    return (
+        user.is_staff
+        or user.is_superuser
+        or Membership.objects.filter(user=user).exists()
+        or user.user_permissions.exists()
+        or user.groups.exists()
+    )
+
+
+def guards(acting, target) -> bool:
+    """True when `acting` may not change `target`'s password, email or rights."""
+    return not acting.is_superuser and holds_rights(target)
+
+
 class GuardedUserAdmin(UserAdmin):
     """Only superusers hand out admin rights: others cannot make anyone (themselves
-    included) staff or superuser, nor give permissions or groups."""
+    included) staff or superuser, nor give permissions or groups.
+
+    Nor can they change the password or email of a user who holds any rights
+    (staff, a permission, a group, a merchant membership): resetting it would
+    let them sign in as that user, a portal owner or a grant_membership holder.
+    """
 
     def get_readonly_fields(self, request, obj=None):
         fields = tuple(super().get_readonly_fields(request, obj))
         if request.user.is_superuser:
             return fields
-        return (*fields, "is_staff", "is_superuser", "groups", "user_permissions")
+        fields = (*fields, "is_staff", "is_superuser", "groups", "user_permissions")
+        if obj is not None and guards(request.user, obj):
+            fields = (*fields, "email")
+        return fields
 
     def has_change_permission(self, request, obj=None) -> bool:
         if obj is not None and obj.is_superuser and not request.user.is_superuser:
             return False
         return super().has_change_permission(request, obj)
+
+    def user_change_password(self, request, id, form_url=""):
+        target = self.get_object(request, id)
+        if target is not None and guards(request.user, target):
+            logger.warning(
+                "password change refused (user holds rights; superusers only) "
+                "by user_id=%s for user_id=%s method=%s",
+                request.user.pk,
+                target.pk,
+                request.method,
+            )
+            raise PermissionDenied(
+                "Only superusers change the password of a user with staff "
+                "rights, permissions, groups or merchant memberships."
+            )
+        return super().user_change_password(request, id, form_url)
 
 
 class GuardedGroupAdmin(GroupAdmin):

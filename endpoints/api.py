@@ -142,7 +142,7 @@ def endpoint_recover(
 
 @router.post(
     "/merchants/{slug}/portal-sessions",
-    response={201: PortalSessionOut, **COMMON_ERRORS},
+    response={201: PortalSessionOut, 403: Problem, **COMMON_ERRORS},
 )
 def portal_session_create(
     request: HttpRequest, slug: str, payload: PortalSessionIn | None = None
@@ -151,10 +151,14 @@ def portal_session_create(
     (viewer by default), for a few minutes; no Django user needed."""
     merchant = visible_merchant(request, slug)
     key = api_key(request)
+    role = payload.role if payload else Membership.Role.VIEWER
+    if role == Membership.Role.OWNER and not key.may_make_owner_links:
+        raise AuthorizationError(
+            message="This key may not make owner links; ask for viewer or "
+            "developer, or have a superuser allow owner links on the key."
+        )
     link, token = portal_links.portal_link_create(
-        merchant=merchant,
-        role=(payload.role if payload else Membership.Role.VIEWER),
-        created_by=f"api key {key.prefix}",
+        merchant=merchant, role=role, created_by=f"api key {key.prefix}"
     )
     url = request.build_absolute_uri(reverse("portal:link_open", args=[token]))
     return Status(201, {"url": url, "expires_at": link.expires_at})

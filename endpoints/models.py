@@ -199,10 +199,21 @@ class ApiKey(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    # A scoped key may always make viewer and developer portal links for its
+    # merchant; owner links only when a superuser (or the create_api_key
+    # command) said so. Platform keys, superusers' alone, always may.
+    owner_links = models.BooleanField(
+        "may make owner portal links",
+        default=False,
+        help_text="Owner portal links for its merchant (superusers decide).",
+    )
 
     class Meta:
         verbose_name = "API key"
         ordering = ["-created_at"]
+        permissions = [
+            ("create_api_key", "Can create merchant-scoped API keys in the admin")
+        ]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}…)"
@@ -210,6 +221,10 @@ class ApiKey(models.Model):
     @property
     def is_platform(self) -> bool:
         return self.merchant_id is None
+
+    @property
+    def may_make_owner_links(self) -> bool:
+        return self.is_platform or self.owner_links
 
 
 class PortalLink(models.Model):

@@ -339,12 +339,22 @@ def _api_key_hash(raw: str) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()
 
 
-def apikey_create(*, name: str, merchant: Merchant | None = None) -> tuple[ApiKey, str]:
-    """A new key; the full key is returned once and only its hash is stored."""
+def apikey_create(
+    *, name: str, merchant: Merchant | None = None, owner_links: bool = True
+) -> tuple[ApiKey, str]:
+    """A new key; the full key is returned once and only its hash is stored.
+
+    owner_links: a scoped key may make owner portal links (the admin passes
+    False unless a superuser makes the key).
+    """
     prefix = f"{API_KEY_PREFIX}{secrets.token_hex(4)}"
     full_key = f"{prefix}_{secrets.token_urlsafe(32)}"
     key = ApiKey(
-        name=name, merchant=merchant, prefix=prefix, key_hash=_api_key_hash(full_key)
+        name=name,
+        merchant=merchant,
+        prefix=prefix,
+        key_hash=_api_key_hash(full_key),
+        owner_links=owner_links,
     )
     key.full_clean()
     key.save()

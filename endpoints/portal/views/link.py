@@ -29,10 +29,12 @@ REFUSALS = {
 
 
 def _private(response: HttpResponse) -> HttpResponse:
-    # The token is in this page's URL: no cache keeps it, and no Referer
-    # carries it to the stylesheets (or anywhere else) the page loads.
+    # The token is in this page's URL: no cache keeps it, and the Referer of
+    # what the page loads (its stylesheets) names the origin only. Not
+    # "no-referrer": browsers then send `Origin: null` with the button's POST,
+    # which the CSRF check refuses.
     add_never_cache_headers(response)
-    response["Referrer-Policy"] = "no-referrer"
+    response["Referrer-Policy"] = "origin"
     return response
 
 
