@@ -19,3 +19,6 @@ forwarded_allow_ips = forwarded_allow_list(
 # gunicorn also believes X-Forwarded-Protocol and X-Forwarded-Ssl by default;
 # the application only X-Forwarded-Proto.
 secure_scheme_headers = {"X-FORWARDED-PROTO": "https"}
+# Portal link tokens out of gunicorn's own access and error logs (the root
+# log handler's filter never sees them): relayproject/gunicorn_logging.py.
+logger_class = "relayproject.gunicorn_logging.ScrubbingLogger"

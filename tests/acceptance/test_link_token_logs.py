@@ -1,5 +1,6 @@
-"""A real gunicorn, its access log on: no line of its logs, nor of Django's
-behind it, carries a portal link token, used or unknown."""
+"""A real gunicorn with the shipped gunicorn.conf.py, its access log on: no
+line of its logs, nor of Django's behind it, carries a portal link token,
+used or unknown."""
 
 from __future__ import annotations
 
@@ -16,9 +17,6 @@ from tests import factories
 from tests.acceptance.processes import ROOT, child_env, wait_until
 
 pytestmark = [pytest.mark.postgres, pytest.mark.acceptance]
-
-SCRUBBING_LOGGER = "relayproject.gunicorn_logging.ScrubbingLogger"
-
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -43,9 +41,7 @@ def gunicorn(transactional_db, tmp_path: Path):
                 "1",
                 "--bind",
                 f"127.0.0.1:{port}",
-                "--logger-class",
-                SCRUBBING_LOGGER,
-                # The combined format: the request line and the Referer.
+                # The request line, the Referer and the path.
                 "--access-logfile",
                 str(logs["access"]),
                 "--access-logformat",
