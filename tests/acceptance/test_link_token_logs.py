@@ -18,6 +18,7 @@ from tests.acceptance.processes import ROOT, child_env, wait_until
 
 pytestmark = [pytest.mark.postgres, pytest.mark.acceptance]
 
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
