@@ -12,8 +12,9 @@ import re
 MAX_HEADERS = 20
 MAX_NAME_LENGTH = 100
 MAX_VALUE_LENGTH = 1000
-# RFC 9110 token characters.
-NAME_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+# RFC 9110 token characters, matched over the whole name (fullmatch: "$"
+# would also match before a final newline, and "Host\n" would pass).
+NAME_RE = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 RESERVED_NAMES = frozenset(
     {
         "content-type",
@@ -28,8 +29,13 @@ RESERVED_NAMES = frozenset(
 RESERVED_PREFIXES = ("webhook-", "x-relay-")
 
 
+def normalised(name: str) -> str:
+    """A header name as HTTP compares it: no surrounding space, case ignored."""
+    return name.strip().lower()
+
+
 def is_reserved(name: str) -> bool:
-    lowered = name.lower()
+    lowered = normalised(name)
     return lowered in RESERVED_NAMES or lowered.startswith(RESERVED_PREFIXES)
 
 
@@ -44,7 +50,7 @@ def header_errors(headers: object) -> list[str]:
     errors: list[str] = []
     seen: set[str] = set()
     for name, value in headers.items():
-        if not isinstance(name, str) or not NAME_RE.match(name):
+        if not isinstance(name, str) or not NAME_RE.fullmatch(name):
             errors.append(
                 f"{str(name)[:MAX_NAME_LENGTH]!r} is not a header name "
                 "(letters, digits and -, no spaces)."
@@ -60,9 +66,9 @@ def header_errors(headers: object) -> list[str]:
                 f"{name} is reserved: the relay sets it (webhook-*, x-relay-*, "
                 "content-type, content-length, host, user-agent and framing headers)."
             )
-        if name.lower() in seen:
+        if normalised(name) in seen:
             errors.append(f"{name} is given twice (names ignore case).")
-        seen.add(name.lower())
+        seen.add(normalised(name))
         if not isinstance(value, str):
             errors.append(f"{name}: the value must be a string.")
         elif len(value) > MAX_VALUE_LENGTH:

@@ -6,7 +6,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from endpoints.secret_storage import EncryptedSecretField
+from endpoints.secret_storage import EncryptedHeadersField, EncryptedSecretField
 from relayproject.ids import new_endpoint_id
 
 
@@ -77,8 +77,9 @@ class Endpoint(models.Model):
     rate_limit_per_second = models.FloatField(null=True, blank=True)
     # A payload filter (endpoints/filtering.py); null lets every event through.
     filter = models.JSONField(null=True, blank=True)
-    # {"name": "value"} sent with every request (endpoints/custom_headers.py).
-    headers = models.JSONField(default=dict, blank=True)
+    # {"name": "value"} sent with every request (endpoints/custom_headers.py);
+    # values are often credentials: encrypted in the column, never shown back.
+    headers = EncryptedHeadersField(default=dict, blank=True)
     # Sends at once across all dispatchers (claimed rows with a live lease);
     # None means the ENDPOINT_MAX_IN_FLIGHT setting.
     max_in_flight = models.PositiveIntegerField(null=True, blank=True)

@@ -1,4 +1,5 @@
-"""Signing secrets at rest: encrypted with Fernet keys from RELAY_ENCRYPTION_KEYS.
+"""Signing secrets and custom header values at rest: encrypted with Fernet
+keys from RELAY_ENCRYPTION_KEYS.
 
 A database dump must not be every merchant's signing key. `EncryptedSecretField`
 encrypts on the way into the database and decrypts on the way out, so code
@@ -9,6 +10,9 @@ fresh IV: the column cannot be filtered on.
 Keys rotate with `cryptography`'s MultiFernet: the first key encrypts, every
 listed key decrypts; after adding a new key first, `manage.py
 reencrypt_secrets` re-encrypts every row with it, and the old key can go.
+Custom header values (`EncryptedHeadersField`, `Endpoint.headers`) are kept
+the same way: a header is often a receiver's credential, so the column holds
+each name in clear (the portal shows it) and each value as a Fernet token.
 Decryption happens where rows are loaded, so the dispatcher decrypts each
 live secret once per claimed batch (jobs_load), never per request.
 """
@@ -86,6 +90,56 @@ class EncryptedSecretField(models.TextField):
     def get_prep_value(self, value):
         value = super().get_prep_value(value)
         return None if value is None else encrypt(value)
+
+
+def is_token(value: str) -> bool:
+    """Whether value is a token one of the keys decrypts (else: clear text)."""
+    try:
+        cipher().decrypt(value.encode("ascii"))
+    except (InvalidToken, UnicodeEncodeError):
+        return False
+    return True
+
+
+def _values(headers, convert):
+    if not isinstance(headers, dict):
+        return headers
+    return {name: convert(value) for name, value in headers.items()}
+
+
+class EncryptedHeadersField(models.JSONField):
+    """{"name": "value"} with every value encrypted in the column, plain in Python."""
+
+    def from_db_value(self, value, expression, connection):
+        headers = super().from_db_value(value, expression, connection)
+        return _values(headers, decrypt)
+
+    def get_prep_value(self, value):
+        return super().get_prep_value(_values(value, encrypt))
+
+
+def headers_reencrypt() -> int:
+    """Re-encrypt every endpoint's header values with the first key; the number
+    of endpoints that have any."""
+    from endpoints.models import Endpoint
+
+    done = 0
+    last_pk = ""
+    while True:
+        with transaction.atomic():
+            rows = list(
+                Endpoint.objects.select_for_update()
+                .filter(pk__gt=last_pk)
+                .order_by("pk")
+                .values_list("pk", "headers")[:REENCRYPT_BATCH]
+            )
+            for pk, plain in rows:
+                if plain:
+                    Endpoint.objects.filter(pk=pk).update(headers=plain)
+                    done += 1
+        if not rows:
+            return done
+        last_pk = rows[-1][0]
 
 
 def secrets_reencrypt() -> int:

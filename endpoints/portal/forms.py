@@ -10,6 +10,7 @@ from django import forms
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
+from endpoints.custom_headers import normalised
 from endpoints.matching import is_valid_subscription
 from relayproject.jsonlimits import depth_message
 
@@ -64,6 +65,15 @@ class EndpointForm(forms.Form):
             "Operators: $eq $ne $in $nin $exists $gt $gte $lt $lte $and $or $not."
         ),
     )
+    remove_headers = forms.MultipleChoiceField(
+        label="Custom headers set",
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        help_text=(
+            "Values are never shown again once saved. Tick a header to remove "
+            "it; the others keep their values."
+        ),
+    )
     headers = forms.CharField(
         label="Custom headers",
         required=False,
@@ -78,8 +88,28 @@ class EndpointForm(forms.Form):
         help_text="Requests sent at once to this endpoint. Empty: the relay default.",
     )
 
-    def __init__(self, *args, seen_types: list[str], **kwargs) -> None:
+    def __init__(
+        self,
+        *args,
+        seen_types: list[str],
+        existing_headers: dict[str, str] | None = None,
+        **kwargs,
+    ) -> None:
         super().__init__(*args, **kwargs)
+        # Header values are write-only: the form knows them to keep them, and
+        # only names ever reach the page.
+        self.existing_headers = dict(existing_headers or {})
+        if self.existing_headers:
+            self.fields["remove_headers"].choices = [
+                (name, f"{name}: value set") for name in self.existing_headers
+            ]
+            self.fields["headers"].label = "Add or replace custom headers"
+            self.fields["headers"].help_text = (
+                "One 'Name: value' per line; a header set above keeps its value "
+                "unless written here again. Up to 20 in all."
+            )
+        else:
+            del self.fields["remove_headers"]
         self.fields["known_event_types"].choices = [(t, t) for t in seen_types]
         if seen_types:
             self.fields["event_types"].help_text = (
@@ -102,7 +132,6 @@ class EndpointForm(forms.Form):
             "max_attempts": endpoint.max_attempts,
             "rate_limit_per_second": endpoint.rate_limit_per_second,
             "filter": json.dumps(endpoint.filter, indent=2) if endpoint.filter else "",
-            "headers": "\n".join(f"{k}: {v}" for k, v in endpoint.headers.items()),
             "max_in_flight": endpoint.max_in_flight,
         }
 
@@ -128,6 +157,19 @@ class EndpointForm(forms.Form):
             headers[name.strip()] = value.strip()
         return headers
 
+    def _headers_kept_and_written(self) -> dict[str, str]:
+        """The headers set before, less those ticked for removal or written
+        again (names ignore case), then the ones written."""
+        written = self.cleaned_data["headers"]
+        dropped = set(self.cleaned_data.get("remove_headers") or [])
+        replaced = {normalised(name) for name in written}
+        kept = {
+            name: value
+            for name, value in self.existing_headers.items()
+            if name not in dropped and normalised(name) not in replaced
+        }
+        return {**kept, **written}
+
     def service_kwargs(self) -> dict:
         data = self.cleaned_data
         return {
@@ -138,7 +180,7 @@ class EndpointForm(forms.Form):
             "max_attempts": data["max_attempts"],
             "rate_limit_per_second": data["rate_limit_per_second"],
             "filter": data["filter"],
-            "headers": data["headers"],
+            "headers": self._headers_kept_and_written(),
             "max_in_flight": data["max_in_flight"],
         }
 

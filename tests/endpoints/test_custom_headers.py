@@ -49,6 +49,20 @@ def test_bad_headers_are_refused(headers, message):
     assert any(message in e for e in header_errors(headers))
 
 
+@pytest.mark.parametrize("name", ["X-Trail\n", "Host\n", "X-A\r", "\nX-A"])
+def test_a_name_with_a_line_break_anywhere_is_refused(name):
+    """'$' matches before a final newline: the name must match in full."""
+    errors = header_errors({name: "v"})
+    assert len(errors) == 1 and "is not a header name" in errors[0]
+
+
+@pytest.mark.parametrize("name", ["HOST", "Host ", " webhook-id", "X-Relay-A\t"])
+def test_reserved_names_are_compared_after_normalising(name):
+    from endpoints.custom_headers import is_reserved
+
+    assert is_reserved(name)
+
+
 def test_messages_never_carry_a_value():
     secret = "s3cr3t-token-value"
     errors = header_errors({"webhook-id": secret, "X-B": secret + "\n"})

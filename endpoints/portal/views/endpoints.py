@@ -126,6 +126,7 @@ def endpoint_edit(request: HttpRequest, access: Access) -> HttpResponse:
         request.POST if request.method == "POST" else None,
         seen_types=seen,
         initial=EndpointForm.initial_for(endpoint, seen),
+        existing_headers=endpoint.headers,
     )
 
     def save(**fields):
