@@ -68,7 +68,13 @@ def _refused(exc: EventsRefused, prefix: Callable[[int], list]) -> ApiProblem:
 
 @router.post(
     "/events",
-    response={200: EventOut, 201: EventOut, 409: Problem, **COMMON_ERRORS},
+    response={
+        200: EventOut,
+        201: EventOut,
+        409: Problem,
+        429: Problem,
+        **COMMON_ERRORS,
+    },
 )
 def event_create(
     request: HttpRequest,
@@ -79,7 +85,8 @@ def event_create(
     ),
 ):
     """Store an event and fan it out. With Idempotency-Key, a retry answers 200
-    with the original event and `Idempotent-Replayed: true`."""
+    with the original event and `Idempotent-Replayed: true`. Past the
+    merchant's publish rate, 429 with Retry-After; past a quota, 422 naming it."""
     try:
         event, replayed = ingest.event_ingest(
             merchant=payload.merchant,
@@ -114,9 +121,12 @@ def event_create(
     return Status(200, event)
 
 
-@router.post("/events/batch", response={201: EventBatchOut, **COMMON_ERRORS})
+@router.post(
+    "/events/batch", response={201: EventBatchOut, 429: Problem, **COMMON_ERRORS}
+)
 def event_batch_create(request: HttpRequest, payload: EventBatchIn):
-    """Up to 500 events, of any merchants, stored in one transaction: all or nothing."""
+    """Up to 500 events, of any merchants, stored in one transaction: all or nothing.
+    Each event counts against its merchant's publish rate (429 with Retry-After)."""
     try:
         events = ingest.events_ingest(
             items=[(e.merchant, e.type, e.data) for e in payload.events],

@@ -15,6 +15,23 @@ from endpoints.matching import subscribes_to
 from endpoints.models import Endpoint
 
 
+def subscribed(
+    *,
+    type: str,
+    endpoints: Sequence[Endpoint],
+    aimed_at: Collection[str] | None = None,
+) -> list[Endpoint]:
+    """The endpoints among `endpoints` (active ones) an event of this type is for,
+    before payload filters: what MAX_DELIVERIES_PER_REQUEST counts.
+
+    `aimed_at` names endpoints that get it whatever they subscribe to (a
+    portal test event goes to one endpoint); the rest get nothing then.
+    """
+    if aimed_at is not None:
+        return [e for e in endpoints if e.pk in aimed_at]
+    return [e for e in endpoints if subscribes_to(e.event_types, type)]
+
+
 def receivers(
     *,
     type: str,
@@ -22,13 +39,9 @@ def receivers(
     endpoints: Sequence[Endpoint],
     aimed_at: Collection[str] | None = None,
 ) -> list[Endpoint]:
-    """The endpoints among `endpoints` (active ones) that get a delivery.
-
-    `aimed_at` names endpoints that get it whatever they subscribe to (a
-    portal test event goes to one endpoint); the rest get nothing then.
-    """
+    """The endpoints among `endpoints` (active ones) that get a delivery."""
+    chosen = subscribed(type=type, endpoints=endpoints, aimed_at=aimed_at)
     if aimed_at is not None:
-        return [e for e in endpoints if e.pk in aimed_at]
-    subscribed = [e for e in endpoints if subscribes_to(e.event_types, type)]
+        return chosen
     # Payload filters: a filtered-out endpoint gets no delivery row at all.
-    return endpoints_passing(subscribed, type=type, data=data)
+    return endpoints_passing(chosen, type=type, data=data)

@@ -29,6 +29,7 @@ from collections.abc import Collection, Sequence
 from django.db import connection, transaction
 
 from deliveries.models import Event
+from deliveries.publish_rate import publish_rate_take
 from deliveries.selectors import event_by_idempotency_key
 from deliveries.services import EventInput, drafts_publish, request_fingerprint
 from endpoints.audiences import Audience, audience_locked, audiences
@@ -76,7 +77,8 @@ def event_ingest(
 
     only_merchant: the id of the one merchant the caller may publish for.
     Raises UnknownMerchant, validation.EventsRefused, IdempotencyInProgress,
-    IdempotencyMismatch; a refused request writes nothing.
+    IdempotencyMismatch, LimitExceeded (the fan-out, the publish rate); a
+    refused request writes nothing.
     """
     if key is None:
 
@@ -86,7 +88,7 @@ def event_ingest(
                 raise UnknownMerchant(merchant)
             return [(found[merchant], EventInput(type, data))]
 
-        return drafts_publish(read=read, now=utcnow())[0], False
+        return drafts_publish(read=read, now=utcnow(), rate_limited=True)[0], False
     with transaction.atomic():
         if connection.vendor == "postgresql":
             audience, got = audience_locked(slug=merchant, lock=f"{scope}:{key}")
@@ -98,10 +100,14 @@ def event_ingest(
             raise IdempotencyInProgress(key)
         # Read under the lock (not cached), so the write checks nothing more.
         items = [(audience, EventInput(type, data, key, scope))]
-        created = drafts_publish(
-            read=lambda cached: items, now=utcnow(), only_new_key=True
-        )
+        now = utcnow()
+        created = drafts_publish(read=lambda cached: items, now=now, only_new_key=True)
         if created:
+            # In this transaction, after the write: a replay takes no token, the
+            # bucket's row stays locked only until the commit just below, and a
+            # refusal rolls the write back (deliveries/publish_rate.py).
+            merchant = audience.merchant
+            publish_rate_take(costs={merchant.pk: (merchant, 1)}, now=now.timestamp())
             return created[0], False
         existing = event_by_idempotency_key(scope=scope, key=key)
     if existing is None:
@@ -130,4 +136,4 @@ def events_ingest(
                 raise UnknownMerchant(slug, index)
         return [(visible[slug], EventInput(type, data)) for slug, type, data in items]
 
-    return drafts_publish(read=read, now=utcnow())
+    return drafts_publish(read=read, now=utcnow(), rate_limited=True)

@@ -273,3 +273,25 @@ class DispatcherHeartbeat(models.Model):
 
     def __str__(self) -> str:
         return f"{self.worker_id} (last seen {self.last_seen_at:%Y-%m-%d %H:%M:%S})"
+
+
+class PublishBucket(models.Model):
+    """A merchant's publish-rate token bucket, shared by every web process.
+
+    Its own row, not columns on the merchant: a merchant's row is part of its
+    cached audience's fingerprint (endpoints.audiences), which a publish would
+    otherwise change every time. Written only by deliveries/publish_rate.py.
+    """
+
+    merchant = models.OneToOneField(
+        "endpoints.Merchant",
+        on_delete=models.CASCADE,
+        primary_key=True,
+        related_name="publish_bucket",
+    )
+    # Plain seconds, as the endpoints' buckets: the refill is SQL arithmetic.
+    tokens = models.FloatField()
+    updated_at = models.FloatField()
+
+    def __str__(self) -> str:
+        return f"{self.merchant_id}: {self.tokens:.1f} tokens"

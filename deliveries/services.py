@@ -20,11 +20,14 @@ from deliveries.outbox import (
     drafts_write,
     notify_dispatchers,
 )
+from deliveries.publish_rate import publish_rate_take
+from endpoints import quotas
 from endpoints.audiences import Audience, AudienceChanged, audiences
 from endpoints.models import Endpoint, Merchant
 from relayproject import rowsql
 from relayproject.clock import utcnow
 from relayproject.ids import new_delivery_id, new_event_id
+from relayproject.limits import LimitExceeded
 from relayproject.tracing import current_traceparent, tracer
 
 # Re-exported: the dispatcher listens on the channel, replay and recover notify.
@@ -58,6 +61,7 @@ def event_publish(
     idempotency_scope: str = "",
     endpoint_ids: Sequence[str] | None = None,
     now: datetime | None = None,
+    rate_limited: bool = False,
 ) -> Event:
     """Store an event and one delivery per subscribed active endpoint, atomically.
 
@@ -67,12 +71,14 @@ def event_publish(
     event_types (a portal test event goes to one endpoint). One statement
     writes everything; before it, the merchant's endpoints are read unless
     this process has them cached (endpoints.audiences; the write checks them).
+    Not rate limited unless rate_limited (a person's request, as the portal's).
     """
     return events_publish(
         merchant=merchant,
         events=[EventInput(type, data, idempotency_key, idempotency_scope)],
         endpoint_ids=endpoint_ids,
         now=now,
+        rate_limited=rate_limited,
     )[0]
 
 
@@ -82,10 +88,12 @@ def events_publish(
     events: Sequence[EventInput],
     endpoint_ids: Sequence[str] | None = None,
     now: datetime | None = None,
+    rate_limited: bool = False,
 ) -> list[Event]:
     """Publish several events of one merchant, all or none.
 
-    Raises validation.EventsRefused (nothing written) if any event is refused.
+    Raises validation.EventsRefused (nothing written) if any event is refused,
+    LimitExceeded past MAX_DELIVERIES_PER_REQUEST (or the publish rate).
     """
 
     def read(cached: bool) -> list[tuple[Audience, EventInput]]:
@@ -100,6 +108,7 @@ def events_publish(
         read=read,
         aimed_at=None if endpoint_ids is None else set(endpoint_ids),
         now=now or utcnow(),
+        rate_limited=rate_limited,
     )
 
 
@@ -112,6 +121,7 @@ def drafts_publish(
     now: datetime,
     aimed_at: Collection[str] | None = None,
     only_new_key: bool = False,
+    rate_limited: bool = False,
 ) -> list[Event]:
     """Validate, fan out and write events in a relay.publish span, all or none.
 
@@ -120,11 +130,17 @@ def drafts_publish(
     nothing was written and the events are fanned out again to read(False).
     The span's W3C context is stored on each event, so the dispatcher's send
     spans can link back to the publishing trace. With only_new_key, see
-    outbox.drafts_write: [] when the keyed event already existed.
+    outbox.drafts_write: [] when the keyed event already existed. With
+    rate_limited (the API, the portal), each event takes a token from its
+    merchant's publish bucket (deliveries.publish_rate).
     """
     items = read(True)
     with tracer.start_as_current_span("relay.publish") as span:
         drafts = drafts_prepare(items=items, now=now, aimed_at=aimed_at)
+        if rate_limited:
+            # After the checks (a refused request writes nothing), before the
+            # write; deliveries/publish_rate.py argues the place.
+            publish_rate_take(costs=_costs(items), now=now.timestamp())
         unchanged = {a.merchant.pk: a.fingerprint for a, _ in items if a.fingerprint}
         try:
             written = drafts_write(
@@ -150,6 +166,14 @@ def drafts_publish(
     return created
 
 
+def _costs(items: Items) -> dict[int, tuple[Merchant, int]]:
+    costs: dict[int, tuple[Merchant, int]] = {}
+    for audience, _ in items:
+        merchant = audience.merchant
+        costs[merchant.pk] = (merchant, costs.get(merchant.pk, (merchant, 0))[1] + 1)
+    return costs
+
+
 def drafts_prepare(
     *,
     items: Sequence[tuple[Audience, EventInput]],
@@ -158,24 +182,49 @@ def drafts_prepare(
 ) -> list[Draft]:
     """Validate every event (one pass, all errors), then fan each one out.
 
-    Raises validation.EventsRefused naming each refused event by its index.
+    Raises validation.EventsRefused naming each refused event by its index,
+    and LimitExceeded past MAX_DELIVERIES_PER_REQUEST, before any fan-out.
     """
     errors: list[tuple[int, list, str]] = []
-    drafts: list[Draft] = []
-    traceparent = current_traceparent()
+    texts: list[str] = []
     for index, (audience, item) in enumerate(items):
         problems, data_json = validation.event_check(
             merchant=audience.merchant, type=item.type, data=item.data
         )
         errors.extend((index, loc, msg) for loc, msg in problems)
-        if errors:
-            continue  # nothing will be written: no need to fan out
+        texts.append(data_json)
+    if errors:
+        raise validation.EventsRefused(errors)
+    _fan_out_bound(items, aimed_at)
+    traceparent = current_traceparent()
+    drafts = []
+    for (audience, item), data_json in zip(items, texts, strict=True):
         draft = _draft(audience, item, data_json, now=now, aimed_at=aimed_at)
         draft.event.traceparent = traceparent
         drafts.append(draft)
-    if errors:
-        raise validation.EventsRefused(errors)
     return drafts
+
+
+def _fan_out_bound(items: Items, aimed_at: Collection[str] | None) -> None:
+    """Raise LimitExceeded if the events x their subscribed endpoints pass
+    MAX_DELIVERIES_PER_REQUEST. Counted before payload filters, so the limit
+    bounds the filters' work as well as the rows written; and before any
+    Delivery is built, so a refused request costs only this count."""
+    limit = quotas.max_deliveries_per_request()
+    total = sum(
+        len(fanout.subscribed(type=item.type, endpoints=a.endpoints, aimed_at=aimed_at))
+        for a, item in items
+    )
+    if total <= limit:
+        return
+    raise LimitExceeded(
+        setting="MAX_DELIVERIES_PER_REQUEST",
+        limit=limit,
+        detail=f"This request would fan out to {total} deliveries ({len(items)} "
+        "events, each times the active endpoints subscribed to its type, before "
+        f"payload filters); MAX_DELIVERIES_PER_REQUEST is {limit}. Send fewer "
+        "events per request. Nothing was written.",
+    )
 
 
 def _draft(

@@ -18,9 +18,41 @@ class Merchant(models.Model):
     users = models.ManyToManyField(
         settings.AUTH_USER_MODEL, through="Membership", related_name="merchants"
     )
+    # Quotas (relayproject/limits.py), set by staff only; None means the
+    # setting of the same name. endpoints.quotas reads the value in force.
+    max_endpoints = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Endpoints this merchant may have (disabled ones count). "
+        "Empty: the MAX_ENDPOINTS_PER_MERCHANT setting.",
+    )
+    publish_rate_per_second = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="Events per second this merchant may publish, sustained. "
+        "Empty: the PUBLISH_RATE_PER_MERCHANT setting.",
+    )
+    publish_burst = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Events this merchant may publish at once after a quiet spell "
+        "(the largest accepted request). Empty: the PUBLISH_BURST_PER_MERCHANT "
+        "setting.",
+    )
 
     class Meta:
         ordering = ["slug"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(publish_rate_per_second__isnull=True)
+                | Q(publish_rate_per_second__gt=0),
+                name="merchant_publish_rate_positive",
+            ),
+            models.CheckConstraint(
+                condition=Q(publish_burst__isnull=True) | Q(publish_burst__gte=1),
+                name="merchant_publish_burst_positive",
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.slug

@@ -14,7 +14,7 @@ from django.db.models import F, Q, Value
 from django.db.models.functions import Greatest, Least
 from django.db.models.lookups import GreaterThanOrEqual
 
-from endpoints import destinations, ratelimit
+from endpoints import destinations, quotas, ratelimit
 from endpoints.custom_headers import header_errors
 from endpoints.filtering import filter_errors
 from endpoints.keycache import live_keys
@@ -122,6 +122,7 @@ def endpoint_create(
     if errors:
         raise ValidationError(errors)
     with transaction.atomic():
+        quotas.endpoint_room_take(merchant)
         endpoint = Endpoint.objects.create(
             merchant=merchant,
             url=url,

@@ -28,6 +28,7 @@ from deliveries.signing import format_timestamp
 from endpoints.api import router as endpoints_router
 from relayproject.apiauth import ApiKeyAuth
 from relayproject.jsonlimits import json_depth
+from relayproject.limits import LimitExceeded
 from relayproject.problems import (
     PROBLEM_CONTENT_TYPE,
     ApiProblem,
@@ -231,6 +232,16 @@ def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
 @api.exception_handler(ApiProblem)
 def _problem(request: HttpRequest, exc: ApiProblem) -> HttpResponse:
     return problem_response(exc.status, exc.detail, exc.errors)
+
+
+@api.exception_handler(LimitExceeded)
+def _limited(request: HttpRequest, exc: LimitExceeded) -> HttpResponse:
+    errors = [{"loc": ["body"], "msg": exc.detail}]
+    response = problem_response(exc.status, exc.detail, errors)
+    if exc.retry_after is not None:
+        # Whole seconds (RFC 9110), rounded up so a client that waits passes.
+        response["Retry-After"] = str(max(1, math.ceil(exc.retry_after)))
+    return response
 
 
 @api.exception_handler(Http404)

@@ -273,6 +273,18 @@ MAX_EVENT_BYTES = env.int("MAX_EVENT_BYTES", default=262144)
 # Deepest event data accepted ({} is depth 1): every page that shows an event
 # must render the deepest one (relayproject/jsonlimits.py says why).
 MAX_EVENT_DEPTH = env.int("MAX_EVENT_DEPTH", default=32)
+# Quotas: what one merchant may ask of the relay that all merchants share
+# (relayproject/limits.py; staff may override the first and the publish rate
+# per merchant). Each refusal names its setting.
+MAX_ENDPOINTS_PER_MERCHANT = env.int("MAX_ENDPOINTS_PER_MERCHANT", default=100)
+# Events x endpoints subscribed to their types, in one publish (API request,
+# batch or in-process call): past it a 422 and nothing is written.
+MAX_DELIVERIES_PER_REQUEST = env.int("MAX_DELIVERIES_PER_REQUEST", default=10_000)
+# Events per second a merchant may publish through the API and the portal,
+# and how many at once after a quiet spell (at least a full batch of 500);
+# a token bucket in PostgreSQL shared by every web process. 0 turns it off.
+PUBLISH_RATE_PER_MERCHANT = env.float("PUBLISH_RATE_PER_MERCHANT", default=1000)
+PUBLISH_BURST_PER_MERCHANT = env.int("PUBLISH_BURST_PER_MERCHANT", default=10_000)
 # How long a web process trusts an API key it has read: a revoked key stops
 # working in every process within this time (at once in the one that revoked).
 API_KEY_CACHE_SECONDS = env.float("API_KEY_CACHE_SECONDS", default=1)

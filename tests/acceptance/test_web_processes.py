@@ -30,7 +30,7 @@ class Web:
     """gunicorn with two sync workers; its access log names the worker (pid)
     that served each request, so a test can tell both workers answered."""
 
-    def __init__(self, logs: Path) -> None:
+    def __init__(self, logs: Path, *, workers: int = 2) -> None:
         self.port = _free_port()
         self.access_log = logs / "access.log"
         env = child_env()
@@ -43,7 +43,7 @@ class Web:
                 "gunicorn",
                 "relayproject.wsgi",
                 "--workers",
-                "2",
+                str(workers),
                 "--bind",
                 f"127.0.0.1:{self.port}",
                 "--access-logfile",

@@ -3,8 +3,10 @@
 Each statement Django sends is one round trip, and Django records BEGIN,
 COMMIT and ROLLBACK too: a plain publish through the API has none (it runs
 outside a transaction; its one write statement is atomic on its own), an
-idempotent one runs in a transaction (its lock must outlive a statement). A
-regression that adds a query fails here.
+idempotent one runs in a transaction (its lock must outlive a statement).
+An API publish also takes its events' tokens from the merchant's publish
+bucket, one statement (deliveries/publish_rate.py); in-process publishing
+does not. A regression that adds a query fails here.
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ def _post(api, path, body, **kwargs):
     return response, _sql(captured)
 
 
-def test_a_single_publish_is_one_statement_once_key_and_audience_are_cached(acme):
+def test_a_single_publish_is_two_statements_once_key_and_audience_are_cached(acme):
     api = api_as(None)
     first, cold = _post(api, "/events", EVENT)
     second, warm = _post(api, "/events", EVENT)
@@ -70,11 +72,13 @@ def test_a_single_publish_is_one_statement_once_key_and_audience_are_cached(acme
     assert first.status_code == second.status_code == 201
     assert len(second.json()["deliveries"]) == 2
     # Key (read and touched in one statement), merchant with its endpoints,
-    # then the event, its deliveries and the NOTIFY in one statement.
-    assert len(cold) == 3, cold
-    # Warm: the write alone, which checks the cached audience still holds.
-    assert len(warm) == 1, warm
-    assert "pg_notify" in warm[0]
+    # the publish bucket, then the event, its deliveries and the NOTIFY in
+    # one statement.
+    assert len(cold) == 4, cold
+    # Warm: the bucket and the write, which checks the cached audience holds.
+    assert len(warm) == 2, warm
+    assert "deliveries_publishbucket" in warm[0]
+    assert "pg_notify" in warm[1]
     assert Delivery.objects.count() == 4
 
 
@@ -103,9 +107,9 @@ def test_an_endpoint_changed_after_caching_is_seen_by_the_next_publish(
 
     assert response.status_code == 201
     assert len(response.json()["deliveries"]) == receivers
-    # The write found the cached audience stale and wrote nothing, then the
-    # audience was read again and the write repeated.
-    assert len(queries) == 3, queries
+    # The bucket; the write found the cached audience stale and wrote
+    # nothing, then the audience was read again and the write repeated.
+    assert len(queries) == 4, queries
     assert Event.objects.count() == 2
     assert Delivery.objects.count() == 2 + receivers
 
@@ -119,7 +123,7 @@ def test_a_merchant_deleted_after_caching_is_unknown(acme):
     assert_problem(response, 404, ["body", "merchant"])
 
 
-def test_an_idempotent_publish_is_two_statements_and_a_replay_three(acme):
+def test_an_idempotent_publish_is_three_statements_and_a_replay_three(acme):
     api = api_as(None)
     api.get("/merchants/acme")  # warms the key cache
     key = {"Idempotency-Key": "order-1"}
@@ -133,15 +137,18 @@ def test_an_idempotent_publish_is_two_statements_and_a_replay_three(acme):
     assert_problem(mismatch, 422, ["header", "Idempotency-Key"])
     for queries in (new, again, other):
         assert queries[0] == "BEGIN" and queries[-1] == "COMMIT", queries
-    # The merchant with the key's lock, then the write (if the key is new).
-    assert len(_statements(new)) == 2, new
-    # + the stored event with its deliveries.
+    # The merchant with the key's lock, the write, then (the key was new)
+    # the bucket.
+    assert len(_statements(new)) == 3, new
+    assert "deliveries_publishbucket" in _statements(new)[2]
+    # A replay: the lock, the write that writes nothing, the stored event
+    # with its deliveries; no token.
     assert len(_statements(again)) == 3, again
     assert len(_statements(other)) == 3, other
     assert Event.objects.count() == 1
 
 
-def test_a_batch_of_any_size_and_merchants_is_two_statements_then_one(acme):
+def test_a_batch_of_any_size_and_merchants_is_three_statements_then_two(acme):
     globex = factories.merchant("globex")
     factories.endpoint(globex)
     api = api_as(None)
@@ -154,10 +161,10 @@ def test_a_batch_of_any_size_and_merchants_is_two_statements_then_one(acme):
     again, warm = _post(api, "/events/batch", {"events": events})
 
     assert response.status_code == again.status_code == 201
-    # The merchants with their endpoints, then everything in one statement;
-    # with both audiences cached, that statement alone.
-    assert len(queries) == 2, queries
-    assert len(warm) == 1, warm
+    # The merchants with their endpoints, both buckets in one statement, then
+    # everything in one statement; with both audiences cached, the last two.
+    assert len(queries) == 3, queries
+    assert len(warm) == 2, warm
     assert Event.objects.count() == 600
     assert Delivery.objects.count() == 2 * (200 * 2 + 100)
 

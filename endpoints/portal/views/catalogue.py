@@ -11,6 +11,7 @@ from endpoints.catalogue import merchant_types
 from endpoints.portal.access import READ, WRITE, Access, portal_view
 from endpoints.portal.forms import ExampleForm
 from endpoints.portal.views.common import page
+from relayproject.limits import LimitExceeded
 
 
 @portal_view()
@@ -49,9 +50,12 @@ def endpoint_example(request: HttpRequest, access: Access) -> HttpResponse:
                 type=form.cleaned_data["event_type"],
                 data=form.cleaned_data["data"],
                 endpoint_ids=[access.endpoint.pk],
+                rate_limited=True,
             )
         except EventsRefused as exc:
             form.add_schema_problems([(loc, msg) for _, loc, msg in exc.errors])
+        except LimitExceeded as exc:
+            form.add_error(None, exc.detail)
         else:
             if event.created_deliveries:
                 delivery = event.created_deliveries[0]

@@ -12,6 +12,7 @@ from endpoints.portal.forms import DeliveryFilterForm
 from endpoints.portal.present import curl_command
 from endpoints.portal.views.common import page
 from relayproject.clock import utcnow
+from relayproject.limits import LimitExceeded
 
 TEST_EVENT_TYPE = "relay.test"
 BULK_REPLAY_CAP = 500  # deliveries.services.BULK_REPLAY_CAP, without importing it
@@ -174,7 +175,11 @@ def endpoint_test(request: HttpRequest, access: Access) -> HttpResponse:
             type=TEST_EVENT_TYPE,
             data={"message": "Test event from the webhook-relay portal"},
             endpoint_ids=[endpoint.pk],
+            rate_limited=True,
         )
+    except LimitExceeded as exc:
+        messages.error(request, exc.detail)
+        return redirect("portal:endpoint_detail", access.merchant.slug, endpoint.pk)
     except EventsRefused as exc:
         # The one validator's limits apply to the test event too (a deployment
         # may set MAX_EVENT_BYTES below it); say which, having sent nothing.

@@ -20,6 +20,7 @@ from endpoints.portal.selectors import secrets_live
 from endpoints.portal.views.common import page
 from endpoints.selectors import endpoints_of_merchant
 from relayproject.clock import utcnow
+from relayproject.limits import LimitExceeded
 
 BOTH = READ + WRITE
 
@@ -84,6 +85,9 @@ def _save(request: HttpRequest, access: Access, form: EndpointForm, save) -> boo
             save(**form.service_kwargs())
     except ValidationError as exc:
         form.add_service_errors(exc)
+        return False
+    except LimitExceeded as exc:
+        form.add_error(None, exc.detail)
         return False
     return True
 

@@ -1,0 +1,81 @@
+"""The quotas in force for a merchant: its staff override, else the setting.
+
+Read by the services that enforce them (endpoints.services, the publish
+path in deliveries) and by the staff console that shows them, so what staff
+see is what is enforced. `endpoint_room_take` is the endpoint cap itself,
+run by endpoint_create inside its transaction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.conf import settings
+
+from endpoints.models import Endpoint, Merchant
+from relayproject.limits import LimitExceeded
+
+
+@dataclass(frozen=True)
+class PublishRate:
+    per_second: float  # sustained events per second
+    burst: int  # events at once after a quiet spell: the largest request
+
+
+def max_endpoints(merchant: Merchant) -> int:
+    if merchant.max_endpoints is not None:
+        return merchant.max_endpoints
+    return settings.MAX_ENDPOINTS_PER_MERCHANT
+
+
+def publish_rate(merchant: Merchant) -> PublishRate | None:
+    """The merchant's publish rate, or None when publishing is not rate limited."""
+    per_second = merchant.publish_rate_per_second
+    if per_second is None:
+        per_second = settings.PUBLISH_RATE_PER_MERCHANT
+    if per_second <= 0:
+        return None
+    burst = merchant.publish_burst
+    if burst is None:
+        burst = settings.PUBLISH_BURST_PER_MERCHANT
+    return PublishRate(per_second=per_second, burst=burst)
+
+
+def max_deliveries_per_request() -> int:
+    return settings.MAX_DELIVERIES_PER_REQUEST
+
+
+def endpoint_room_take(merchant: Merchant) -> None:
+    """Raise LimitExceeded unless the merchant may have one more endpoint.
+
+    Locks the merchant's row for the caller's transaction first: creates for
+    one merchant, from any process, then count in turn, each after the other
+    committed (a statement under READ COMMITTED sees what committed before
+    it), so the limit is exact. FOR NO KEY UPDATE: foreign-key checks (a new
+    endpoint, event or delivery naming the merchant) never wait on it.
+    """
+    override = (
+        Merchant.objects.select_for_update(no_key=True)
+        .filter(pk=merchant.pk)
+        .values_list("max_endpoints", flat=True)
+        .get()
+    )
+    # The row as locked, not the caller's copy: staff may have just changed it.
+    setting = settings.MAX_ENDPOINTS_PER_MERCHANT
+    limit = setting if override is None else override
+    count = Endpoint.objects.filter(merchant_id=merchant.pk).count()
+    if count < limit:
+        return
+    source = (
+        f"this merchant's own limit, set by staff (MAX_ENDPOINTS_PER_MERCHANT "
+        f"is {setting})"
+        if override is not None
+        else "MAX_ENDPOINTS_PER_MERCHANT"
+    )
+    raise LimitExceeded(
+        setting="MAX_ENDPOINTS_PER_MERCHANT",
+        limit=limit,
+        detail=f"Merchant {merchant.slug} has {count} endpoints (disabled ones "
+        f"count) and may have at most {limit}: {source}. Delete one, or ask the "
+        "platform's staff to raise the limit. Nothing was created.",
+    )
