@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('endpoints', '0006_endpoint_disabled_by_exempt'),
+        ('endpoints', '0007_apikey_create_permission_owner_links'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
