@@ -8,7 +8,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('deliveries', '0010_lean_publish_indexes'),
-        ('endpoints', '0008_merchant_quotas'),
+        ('endpoints', '0009_merchant_quotas'),
     ]
 
     operations = [

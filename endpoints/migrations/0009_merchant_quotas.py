@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('endpoints', '0007_apikey_create_permission_owner_links'),
+        ('endpoints', '0008_encrypt_header_values'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
