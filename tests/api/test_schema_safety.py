@@ -62,6 +62,23 @@ def test_a_remote_ref_is_refused_on_change_too(platform, canary):
     assert canary.connections == 0
 
 
+def test_the_admin_refuses_a_remote_ref_beside_the_field(db, client, canary):
+    from django.contrib.auth.models import User
+    from django.urls import reverse
+
+    client.force_login(User.objects.create_superuser("root", password="pw-x"))
+    ref = canary.url("schema.json")
+    response = client.post(
+        reverse("admin:endpoints_eventtype_add"),
+        {"name": "order.created", "description": "", "schema": f'{{"$ref": "{ref}"}}'},
+    )
+    assert response.status_code == 200
+    errors = response.context["adminform"].form.errors
+    assert ref in " ".join(errors["schema"])
+    assert not EventType.objects.filter(name="order.created").exists()
+    assert canary.connections == 0
+
+
 def test_a_remote_ref_stored_earlier_is_never_fetched_at_publish(
     platform, merchant, canary, tmp_path
 ):
