@@ -15,6 +15,13 @@ MongoDB queries (and Hookdeck Outpost's filters):
 
 `filter_errors` checks a filter when it is saved; `filter_matches` runs at
 fan-out and never raises on any event data.
+
+What a filter may cost is bounded when it is saved, so a publish's fan-out
+work is too (MAX_DELIVERIES_PER_REQUEST bounds the evaluations): at most
+MAX_FILTER_BYTES of JSON, MAX_DEPTH levels, and MAX_FILTER_COST steps per
+event (`filter_cost`: each field, operator and compared value counts; an
+`$in` or `$nin` of plain values is one set lookup, compiled once per filter
+by `filter_compile`, however long its list).
 """
 
 from __future__ import annotations
@@ -22,8 +29,11 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
+from relayproject.jsonlimits import json_depth
+
 MAX_FILTER_BYTES = 4096
 MAX_DEPTH = 12
+MAX_FILTER_COST = 64  # steps per event, each about a microsecond at most
 TOP_LEVEL_FIELDS = ("type", "data")
 COMPARISONS: dict[str, Callable[[float, float], bool]] = {
     "$gt": lambda a, b: a > b,
@@ -53,14 +63,73 @@ def _equal(a: object, b: object) -> bool:
     return type(a) is type(b) and a == b
 
 
+def _plain_key(value: object) -> tuple | None:
+    """A hashable stand-in with JSON's equality (`_equal`) for a plain value:
+    1 and 1.0 share one, true and 1 do not; None for objects and lists."""
+    if isinstance(value, bool):
+        return ("bool", value)
+    if _is_number(value):
+        return ("number", value)  # 1 == 1.0 and hash(1) == hash(1.0)
+    if isinstance(value, str):
+        return ("str", value)
+    if value is None:
+        return ("null",)
+    return None
+
+
+class _Choices:
+    """The list of an $in or $nin: plain values in a set, the rest compared."""
+
+    __slots__ = ("plain", "others")
+
+    def __init__(self, choices: list) -> None:
+        keys = [_plain_key(c) for c in choices]
+        self.plain = frozenset(k for k in keys if k is not None)
+        self.others = [c for c, k in zip(choices, keys, strict=True) if k is None]
+
+    def __contains__(self, value: object) -> bool:
+        key = _plain_key(value)
+        if key is not None:
+            return key in self.plain
+        return any(_equal(value, choice) for choice in self.others)
+
+
 # -- matching (fan-out) ------------------------------------------------------
+
+
+def filter_compile(filter: dict) -> dict:
+    """The filter with each $in/$nin list made a _Choices; match it with
+    `compiled_matches`. Pure: the stored filter is not changed."""
+    return _compiled(filter)
+
+
+def _compiled(pattern: object) -> object:
+    if not isinstance(pattern, dict):
+        return pattern
+    out = {}
+    for key, operand in pattern.items():
+        if key in ("$in", "$nin") and isinstance(operand, list):
+            out[key] = _Choices(operand)
+        elif key in ("$and", "$or") and isinstance(operand, list):
+            out[key] = [_compiled(p) for p in operand]
+        elif key == "$not" or not key.startswith("$"):
+            out[key] = _compiled(operand)
+        else:
+            out[key] = operand
+    return out
+
+
+def compiled_matches(compiled: dict | None, *, type: str, data: object) -> bool:
+    if not compiled:
+        return True
+    return _match(compiled, {"type": type, "data": data})
 
 
 def filter_matches(filter: dict | None, *, type: str, data: object) -> bool:
     """True when the event passes the filter; no filter passes everything."""
     if not filter:
         return True
-    return _match(filter, {"type": type, "data": data})
+    return compiled_matches(filter_compile(filter), type=type, data=data)
 
 
 def _match(pattern: object, value: object) -> bool:
@@ -94,9 +163,9 @@ def _operator(name: str, operand: object, value: object) -> bool:
     if name == "$ne":
         return not _equal(value, operand)
     if name == "$in":
-        return any(_equal(value, choice) for choice in operand)
+        return value in operand  # a _Choices (filter_compile)
     if name == "$nin":
-        return not any(_equal(value, choice) for choice in operand)
+        return value not in operand
     compare = COMPARISONS[name]
     return _is_number(value) and compare(value, operand)
 
@@ -110,8 +179,60 @@ def filter_errors(filter: object) -> list[str]:
         return []
     if not isinstance(filter, dict):
         return ['A filter is a JSON object, e.g. {"data": {"amount": {"$gte": 100}}}.']
+    # Before json.dumps, which recurses: every level of a valid filter is a
+    # field, an operator or an $and/$or list, at most twice MAX_DEPTH.
+    if json_depth(filter, stop_above=2 * MAX_DEPTH + 2) > 2 * MAX_DEPTH + 2:
+        return [f"A filter nests at most {MAX_DEPTH} fields deep."]
     if len(json.dumps(filter)) > MAX_FILTER_BYTES:
         return [f"A filter is at most {MAX_FILTER_BYTES} bytes of JSON."]
+    errors = _structure_errors(filter)
+    if not errors and (cost := filter_cost(filter)) > MAX_FILTER_COST:
+        errors.append(
+            f"This filter costs {cost} steps to check against each event, at "
+            f"most {MAX_FILTER_COST}: each field, operator and value compared "
+            "counts one (a list of plain values in $in or $nin counts one "
+            "whatever its length). Simplify it, or split it across endpoints."
+        )
+    return errors
+
+
+def filter_cost(filter: dict) -> int:
+    """Steps `filter_matches` takes on any event at most (a filter that
+    filter_errors has found well formed): the work bound of one evaluation."""
+    return _pattern_cost(filter)
+
+
+def _size(value: object) -> int:
+    """Values in a JSON value, itself included: what `_equal` may walk."""
+    total, stack = 0, [value]
+    while stack:
+        item = stack.pop()
+        total += 1
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return total
+
+
+def _pattern_cost(pattern: object) -> int:
+    if not isinstance(pattern, dict):
+        return _size(pattern)  # equality with a plain value, object or list
+    cost = 0
+    for key, operand in pattern.items():
+        cost += 1
+        if key in ("$and", "$or"):
+            cost += sum(_pattern_cost(p) for p in operand)
+        elif key == "$not" or not key.startswith("$"):
+            cost += _pattern_cost(operand)
+        elif key in ("$in", "$nin"):
+            cost += sum(_size(c) for c in operand if _plain_key(c) is None)
+        elif key in ("$eq", "$ne"):
+            cost += _size(operand)
+    return cost
+
+
+def _structure_errors(filter: dict) -> list[str]:
     errors: list[str] = []
     for key, operand in filter.items():
         if key.startswith("$"):
@@ -155,14 +276,14 @@ def _check_operator(
             if not isinstance(item, dict):
                 errors.append(f"{where}[{i}]: each item is an object pattern.")
             elif top:
-                errors.extend(f"{where}[{i}]: {e}" for e in filter_errors(item))
+                errors.extend(f"{where}[{i}]: {e}" for e in _structure_errors(item))
             else:
                 _check_pattern(item, f"{where}[{i}]", errors, depth=depth + 1)
     elif name == "$not":
         if not isinstance(operand, dict):
             errors.append(f"{where}: $not takes an object pattern.")
         elif top:
-            errors.extend(f"{where}: {e}" for e in filter_errors(operand))
+            errors.extend(f"{where}: {e}" for e in _structure_errors(operand))
         else:
             _check_pattern(operand, where, errors, depth=depth + 1)
     elif name in ("$in", "$nin"):
@@ -176,5 +297,23 @@ def _check_operator(
 
 
 def endpoints_passing(endpoints: list, *, type: str, data: object) -> list:
-    """The endpoints among these whose filter lets this event through (fan-out)."""
-    return [e for e in endpoints if filter_matches(e.filter, type=type, data=data)]
+    """The endpoints among these whose filter lets this event through (fan-out).
+
+    Each endpoint keeps its compiled filter (as long as its filter is the same
+    object): endpoints come from a process's audience cache, so a filter is
+    compiled once, not once per event.
+    """
+    return [
+        e for e in endpoints if compiled_matches(_compiled_of(e), type=type, data=data)
+    ]
+
+
+def _compiled_of(endpoint) -> dict | None:
+    if not endpoint.filter:
+        return None
+    kept = endpoint.__dict__.get("_compiled_filter")
+    if kept is None or kept[0] is not endpoint.filter:
+        # One assignment of an immutable pair: safe to race between threads.
+        kept = (endpoint.filter, filter_compile(endpoint.filter))
+        endpoint.__dict__["_compiled_filter"] = kept
+    return kept[1]

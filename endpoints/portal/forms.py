@@ -11,6 +11,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 
 from endpoints.custom_headers import normalised
+from endpoints.filtering import MAX_DEPTH
 from endpoints.matching import is_valid_subscription
 from relayproject.jsonlimits import depth_message
 
@@ -143,6 +144,10 @@ class EndpointForm(forms.Form):
             return json.loads(text)
         except ValueError as exc:
             raise ValidationError(f"Not JSON: {exc}.") from None
+        except RecursionError:
+            raise ValidationError(
+                f"A filter nests at most {MAX_DEPTH} fields deep."
+            ) from None
 
     def clean_headers(self):
         headers: dict[str, str] = {}

@@ -63,6 +63,11 @@ def test_filters_apply_to_each_event_of_a_batch(platform, merchant):
     [
         ({"filter": {"data": {"amount": {"$gt": "100"}}}}, ["body", "filter"], "$gt"),
         ({"filter": {"tenant": "x"}}, ["body", "filter"], "tenant"),
+        (
+            {"filter": {"$or": [{"data": {f"k{i}": {"$gte": i}}} for i in range(40)]}},
+            ["body", "filter"],
+            "steps to check against each event",
+        ),
         ({"headers": {"webhook-id": "x"}}, ["body", "headers"], "reserved"),
         ({"headers": {"X-Relay-Attempt": "9"}}, ["body", "headers"], "reserved"),
         ({"headers": {"bad name": "x"}}, ["body", "headers"], "not a header name"),

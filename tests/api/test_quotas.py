@@ -139,3 +139,21 @@ def test_the_portal_refuses_an_endpoint_past_the_limit_with_a_form_error(acme, c
     assert any("MAX_ENDPOINTS_PER_MERCHANT" in e for e in errors)
     assert "MAX_ENDPOINTS_PER_MERCHANT" in response.content.decode()
     assert Endpoint.objects.filter(merchant=acme).count() == 1
+
+
+def test_the_portal_refuses_a_filter_too_deep_to_parse_beside_the_field(acme, client):
+    owner = User.objects.create_user("owner", password="pw-for-tests-only")
+    Membership.objects.create(user=owner, merchant=acme, role="owner")
+    client.force_login(owner)
+    deep = '{"data": ' + '{"a": ' * 1000 + "1" + "}" * 1001
+
+    response = client.post(
+        reverse("portal:endpoint_create", args=["acme"]),
+        {"url": HOOK["url"], "filter": deep},
+    )
+
+    assert response.status_code == 400
+    assert "nests at most 12 fields deep" in " ".join(
+        response.context["form"].errors["filter"]
+    )
+    assert not Endpoint.objects.exists()

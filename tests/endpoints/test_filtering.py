@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from endpoints.filtering import filter_errors, filter_matches
+from endpoints.filtering import (
+    MAX_FILTER_COST,
+    filter_cost,
+    filter_errors,
+    filter_matches,
+)
 
 ORDER = {
     "amount": 120,
@@ -109,3 +114,58 @@ def test_a_filter_nested_too_deep_is_refused():
     for _ in range(20):
         pattern = {"a": pattern}
     assert any("deeper than" in e for e in filter_errors({"data": pattern}))
+
+
+# -- what a filter may cost ---------------------------------------------------
+
+
+def test_a_filter_past_the_cost_limit_is_refused_naming_it():
+    costly = {"$or": [{"data": {f"k{i}": {"$gte": i}}} for i in range(40)]}
+    assert filter_cost(costly) > MAX_FILTER_COST
+    (error,) = filter_errors(costly)
+    assert f"at most {MAX_FILTER_COST}" in error
+    assert filter_errors({"$or": costly["$or"][:20]}) == []
+
+
+def test_lists_of_objects_in_in_count_every_value_they_hold():
+    choices = [{"x": list(range(10))} for _ in range(6)]  # 12 values each
+    assert filter_cost({"data": {"a": {"$in": choices}}}) > MAX_FILTER_COST
+    assert filter_errors({"data": {"a": {"$in": choices}}})
+
+
+def test_a_long_in_of_plain_values_costs_one_step_and_keeps_json_equality():
+    values = list(range(600))  # 3.5 KB: within MAX_FILTER_BYTES
+    wanted = {"data": {"n": {"$in": [*values, "x", None, True]}}}
+    assert filter_errors(wanted) == []
+    assert filter_cost(wanted) == 3  # data, n, $in
+    assert filter_matches(wanted, type="t", data={"n": 599.0})  # 599 == 599.0
+    assert filter_matches(wanted, type="t", data={"n": None})
+    assert filter_matches(wanted, type="t", data={"n": True})
+    assert not filter_matches({"data": {"n": {"$in": [1]}}}, type="t", data={"n": True})
+    assert not filter_matches({"data": {"n": {"$in": [True]}}}, type="t", data={"n": 1})
+    assert not filter_matches(wanted, type="t", data={"n": "599"})
+    assert filter_matches({"data": {"n": {"$nin": [1]}}}, type="t", data={"n": False})
+    assert filter_matches(
+        {"data": {"n": {"$in": [{"a": [1]}, 2]}}}, type="t", data={"n": {"a": [1.0]}}
+    )
+
+
+def test_a_filter_nested_far_too_deep_is_refused_not_a_crash():
+    deep: dict = {"$exists": True}
+    for _ in range(1000):
+        deep = {"a": deep}
+    assert "nests at most" in filter_errors({"data": deep})[0]
+
+
+def test_the_fan_out_compiles_each_endpoints_filter_once():
+    from types import SimpleNamespace
+
+    from endpoints.filtering import endpoints_passing
+
+    endpoint = SimpleNamespace(filter={"data": {"n": {"$in": [1, 2]}}})
+    assert endpoints_passing([endpoint], type="t", data={"n": 2}) == [endpoint]
+    kept = endpoint.__dict__["_compiled_filter"]
+    assert endpoints_passing([endpoint], type="t", data={"n": 3}) == []
+    assert endpoint.__dict__["_compiled_filter"] is kept
+    endpoint.filter = {"data": {"n": 3}}  # a new filter is compiled anew
+    assert endpoints_passing([endpoint], type="t", data={"n": 3}) == [endpoint]
