@@ -144,27 +144,33 @@ def server_ms() -> tuple[float, float, str]:
     the round trips a loaded machine stretches; and the second one's plan."""
     from django.db import connection, transaction
 
-    from deliveries.dispatch import claim_sql, claiming
+    from deliveries.dispatch import claim_sql, due, shares
     from relayproject.clock import utcnow
 
     now = utcnow()
-    due = claiming._endpoints_with_due_work(now=now, limit=BATCH)
-    shares = claiming.fair_shares(limit=BATCH, rooms=[(e, 32) for e in due])
+    listed = due.endpoints_with_due_work(now=now, limit=BATCH)
+    taken = shares.fair_shares(limit=BATCH, rooms=[(e, 32) for e in listed])
     plans = []
     # The claim's own statements (claim_sql.py); the locking one also marks
     # its rows, so it runs in a transaction that is rolled back.
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(
             "EXPLAIN (ANALYZE, COSTS OFF) " + claim_sql.DUE,
-            {"now": now, "cap": 32, "closed": "closed", "limit": BATCH},
+            {
+                "now": now,
+                "cap": 32,
+                "merchant_cap": BATCH,
+                "closed": "closed",
+                "limit": BATCH,
+            },
         )
         plans.append([r[0] for r in cursor.fetchall()])
         cursor.execute(
             "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF)"
-            + claim_sql.lock(max(shares.values())),
+            + claim_sql.lock(max(taken.values())),
             {
-                "endpoints": list(shares),
-                "shares": list(shares.values()),
+                "endpoints": list(taken),
+                "shares": list(taken.values()),
                 "now": now,
                 "worker": "bench-explain",
                 "lease": now,

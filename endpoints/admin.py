@@ -17,6 +17,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.http import urlencode
 
+from endpoints import quotas
 from endpoints.admin_memberships import MembershipGrantsLogged, MembershipInline
 from endpoints.admin_present import (
     QuickRows,
@@ -47,10 +48,26 @@ from relayproject.jsonlimits import depth_message, json_depth
 
 @admin.register(Merchant)
 class MerchantAdmin(MembershipGrantsLogged, admin.ModelAdmin):
-    list_display = ("slug", "name", "is_active", "created_at", "endpoints_link")
+    list_display = (
+        "slug",
+        "name",
+        "is_active",
+        "sends_at_once",
+        "created_at",
+        "endpoints_link",
+    )
     list_filter = ("is_active",)
     search_fields = ("slug", "name")
+    readonly_fields = ("sends_at_once",)
     inlines = (MembershipInline,)
+
+    @admin.display(description="sends at once (in force)")
+    def sends_at_once(self, merchant: Merchant) -> str:
+        if merchant.max_in_flight is None:
+            source = "the MERCHANT_MAX_IN_FLIGHT setting"
+        else:
+            source = "set for this merchant"
+        return f"{quotas.max_in_flight(merchant)} ({source})"
 
     @admin.display(description="endpoints")
     def endpoints_link(self, merchant: Merchant) -> str:

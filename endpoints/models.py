@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import Q
 
@@ -39,6 +40,17 @@ class Merchant(models.Model):
         "(the largest accepted request). Empty: the PUBLISH_BURST_PER_MERCHANT "
         "setting.",
     )
+    # Sends at once for all its endpoints across all dispatchers (claimed rows
+    # with a live lease; deliveries/dispatch/claim_sql.py applies it); None
+    # means the MERCHANT_MAX_IN_FLIGHT setting. Set by staff only: it is what
+    # keeps one merchant from every send slot.
+    max_in_flight = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],  # the form says so beside the field
+        help_text="Sends at once for all of this merchant's endpoints, across all "
+        "dispatchers. Empty: the MERCHANT_MAX_IN_FLIGHT setting.",
+    )
 
     class Meta:
         ordering = ["slug"]
@@ -51,6 +63,10 @@ class Merchant(models.Model):
             models.CheckConstraint(
                 condition=Q(publish_burst__isnull=True) | Q(publish_burst__gte=1),
                 name="merchant_publish_burst_positive",
+            ),
+            models.CheckConstraint(
+                condition=Q(max_in_flight__isnull=True) | Q(max_in_flight__gte=1),
+                name="merchant_max_in_flight_positive",
             ),
         ]
 

@@ -41,6 +41,14 @@ def publish_rate(merchant: Merchant) -> PublishRate | None:
     return PublishRate(per_second=per_second, burst=burst)
 
 
+def max_in_flight(merchant: Merchant) -> int:
+    """Sends at once for the merchant across all dispatchers, as the claim
+    applies it (COALESCE in deliveries/dispatch/claim_sql.py)."""
+    if merchant.max_in_flight is not None:
+        return merchant.max_in_flight
+    return settings.MERCHANT_MAX_IN_FLIGHT
+
+
 def max_deliveries_per_request() -> int:
     return settings.MAX_DELIVERIES_PER_REQUEST
 

@@ -250,6 +250,12 @@ DISPATCHER_CONCURRENCY = env.int("DISPATCHER_CONCURRENCY", default=256)
 CLAIM_LEASE_SECONDS = env.float("CLAIM_LEASE_SECONDS", default=None)
 # Sends at once to one endpoint across all dispatchers, unless it sets its own.
 ENDPOINT_MAX_IN_FLIGHT = env.int("ENDPOINT_MAX_IN_FLIGHT", default=32)
+# Sends at once for one merchant (all its endpoints) across all dispatchers,
+# unless staff set the merchant's own. A quarter of one dispatcher's slots:
+# one merchant's slow receivers leave three quarters to everyone else even
+# with a single dispatcher, and two of its endpoints at their own default cap
+# still fit under it.
+MERCHANT_MAX_IN_FLIGHT = env.int("MERCHANT_MAX_IN_FLIGHT", default=64)
 # Dispatcher database sessions: a dispatcher frozen mid-transaction (SIGSTOP,
 # a full log pipe, a debugger) loses its session and locks after this long,
 # and never waits longer than this for another's lock.

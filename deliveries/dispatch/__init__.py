@@ -10,12 +10,16 @@ Read in this order:
                      ``concurrency`` sends in flight; no database.
 - ``lanes.py``       which queued job goes next: a lane per endpoint,
                      round-robin, one at a time once an endpoint fails.
-- ``claiming.py``    every locking query (fair SKIP LOCKED claims under
-                     max_in_flight, leases, probes, release), nothing else.
+- ``claiming.py``    every locking query (fair SKIP LOCKED claims under the
+                     merchants' and endpoints' max_in_flight, leases, probes,
+                     release), nothing else.
+- ``due.py``         what a claim reads first: endpoints with due work and
+                     room, merchants in turn, and their live claims.
 - ``claim_sql.py``   the claim's PostgreSQL statements, written so their
                      plans cannot drift with the statistics.
 - ``prepared.py``    the hot statements prepared once per session.
-- ``shares.py``      how a claim's rows are shared among endpoints (pure).
+- ``shares.py``      how a claim's rows are shared among merchants, then
+                     endpoints (pure).
 - ``lease.py``       how long a claim is held by default, and why.
 - ``session.py``     the dispatcher's database session limits.
 - ``jobs.py``        claimed rows -> Jobs: everything one send needs, read once.

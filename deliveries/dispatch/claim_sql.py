@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 
 from deliveries.models import Delivery
-from endpoints.models import Endpoint, EndpointHealth
+from endpoints.models import Endpoint, EndpointHealth, Merchant
 
 # claiming._endpoints_with_due_work: the question its ORM form (SQLite) asks,
 # written so that PostgreSQL's plan cannot drift with its statistics:
@@ -22,31 +22,60 @@ from endpoints.models import Endpoint, EndpointHealth
 #   50 ms a claim after 2,000 deliveries, against 1 ms.
 # - live claims are counted in one pass over the delivering rows, not once
 #   per endpoint (a probe per endpoint read them all each time), and the
-#   probe runs once per endpoint (the ORM form repeats it in WHERE and ORDER).
+#   probe runs once per endpoint (the ORM form repeats it in WHERE and ORDER);
+#   each merchant's live claims are the sum of its endpoints' (merchant_live).
+# - merchants first, then endpoints: `turn` numbers each merchant's endpoints
+#   by their oldest due row, and the endpoints come out by turn, so every
+#   merchant with due work has its first endpoint listed before any has a
+#   second, whatever its endpoint count (a merchant with 600 endpoints all due
+#   earlier no longer fills the list). A merchant lists no more endpoints than
+#   its room under its own cap, and none once it is full. The window and the
+#   sort run over the endpoints that passed, after the probes: the probes'
+#   plan is the one above, whatever the merchants.
 DUE = f"""
 WITH live AS MATERIALIZED (
     SELECT y.endpoint_id, count(*) AS n
     FROM {Delivery._meta.db_table} AS y
     WHERE y.status = 'delivering' AND y.claimed_until > %(now)s
     GROUP BY y.endpoint_id
+), merchant_live AS MATERIALIZED (
+    SELECT o.merchant_id, sum(live.n) AS n
+    FROM live JOIN {Endpoint._meta.db_table} AS o ON o.id = live.endpoint_id
+    GROUP BY o.merchant_id
+), ready AS (
+    SELECT e.id, e.merchant_id, COALESCE(e.max_in_flight, %(cap)s) AS cap,
+        e.max_attempts,
+        COALESCE(m.max_in_flight, %(merchant_cap)s) AS merchant_cap,
+        COALESCE(m.max_in_flight, %(merchant_cap)s) - COALESCE(ml.n, 0)
+            AS merchant_room,
+        due.next_attempt_at,
+        row_number() OVER (
+            PARTITION BY e.merchant_id ORDER BY due.next_attempt_at, e.id
+        ) AS turn
+    FROM {Endpoint._meta.db_table} AS e
+    JOIN {Merchant._meta.db_table} AS m ON m.id = e.merchant_id
+    LEFT JOIN {EndpointHealth._meta.db_table} AS h ON h.endpoint_id = e.id
+    LEFT JOIN live ON live.endpoint_id = e.id
+    LEFT JOIN merchant_live AS ml ON ml.merchant_id = e.merchant_id
+    CROSS JOIN LATERAL (
+        SELECT x.next_attempt_at
+        FROM {Delivery._meta.db_table} AS x
+        WHERE (x.endpoint_id, x.next_attempt_at)
+            >= (e.id, '-infinity'::timestamptz)
+        AND (x.endpoint_id, x.next_attempt_at) <= (e.id, %(now)s)
+        AND x.status IN ('pending', 'delivering')
+        ORDER BY x.endpoint_id, x.next_attempt_at
+        LIMIT 1
+    ) AS due
+    WHERE e.is_active
+    AND (h.breaker_state = %(closed)s OR h.endpoint_id IS NULL)
+    AND COALESCE(live.n, 0) < COALESCE(e.max_in_flight, %(cap)s)
+    AND COALESCE(ml.n, 0) < COALESCE(m.max_in_flight, %(merchant_cap)s)
 )
-SELECT e.id, COALESCE(e.max_in_flight, %(cap)s), e.max_attempts
-FROM {Endpoint._meta.db_table} AS e
-LEFT JOIN {EndpointHealth._meta.db_table} AS h ON h.endpoint_id = e.id
-LEFT JOIN live ON live.endpoint_id = e.id
-CROSS JOIN LATERAL (
-    SELECT x.next_attempt_at
-    FROM {Delivery._meta.db_table} AS x
-    WHERE (x.endpoint_id, x.next_attempt_at) >= (e.id, '-infinity'::timestamptz)
-    AND (x.endpoint_id, x.next_attempt_at) <= (e.id, %(now)s)
-    AND x.status IN ('pending', 'delivering')
-    ORDER BY x.endpoint_id, x.next_attempt_at
-    LIMIT 1
-) AS due
-WHERE e.is_active
-AND (h.breaker_state = %(closed)s OR h.endpoint_id IS NULL)
-AND COALESCE(live.n, 0) < COALESCE(e.max_in_flight, %(cap)s)
-ORDER BY due.next_attempt_at, e.id
+SELECT id, merchant_id, cap, max_attempts, merchant_cap
+FROM ready
+WHERE turn <= merchant_room
+ORDER BY turn, next_attempt_at, id
 LIMIT %(limit)s
 """
 

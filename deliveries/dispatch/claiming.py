@@ -14,21 +14,27 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Count, F, OuterRef, Q, Subquery
-from django.db.models.functions import Coalesce
+from django.db.models import F
 
 from deliveries.dispatch import claim_sql, prepared
+from deliveries.dispatch.due import (
+    DUE_STATUSES,
+    endpoints_with_due_work,
+    live_claims,
+    rooms,
+)
 from deliveries.dispatch.errors import LEASE_EXPIRED
-from deliveries.dispatch.shares import fair_shares
+from deliveries.dispatch.shares import merchant_shares
 from deliveries.models import Attempt, Delivery
-from endpoints.models import Endpoint, EndpointHealth
+from endpoints.models import EndpointHealth
 
 logger = logging.getLogger(__name__)
 
-DUE_STATUSES = (Delivery.Status.PENDING, Delivery.Status.DELIVERING)
-# pg_try_advisory_xact_lock(ENDPOINT_LOCK_SPACE, hashtext(endpoint id)): the
+# pg_try_advisory_xact_lock(MERCHANT_LOCK_SPACE, hashtext(merchant id)): the
 # two-key form, so it never meets the one-key locks used elsewhere ("relay").
-ENDPOINT_LOCK_SPACE = 0x7265
+# One lock per merchant covers its endpoints too: each endpoint has one
+# merchant, and every claim counts an endpoint only under its merchant's lock.
+MERCHANT_LOCK_SPACE = 0x726D
 _CLAIM_FIELDS = (
     "id",
     "status",
@@ -60,28 +66,32 @@ def claim_batch(
     *, worker_id: str, now: datetime, lease_seconds: float, limit: int
 ) -> Claim:
     """Claim up to `limit` due deliveries of active endpoints with a closed breaker,
-    shared fairly among those endpoints, none past its max_in_flight.
+    shared fairly among their merchants, then among each merchant's endpoints,
+    none past its max_in_flight and no merchant past its own.
 
     Four statements in one short transaction: which endpoints have due work,
-    which of them no other claim is counting right now (a transaction-level
-    advisory lock each, tried, never waited for), how many live claims each
-    has, then each endpoint's own oldest due rows, SKIP LOCKED.
+    which of their merchants no other claim is counting right now (a
+    transaction-level advisory lock each, tried, never waited for), how many
+    live claims those merchants and their endpoints have, then each
+    endpoint's own oldest due rows, SKIP LOCKED.
     """
     claim = Claim(lease_until=now + timedelta(seconds=lease_seconds))
     if limit <= 0:
         return claim
     with prepared.statements(), transaction.atomic():
-        due = _endpoints_with_due_work(now=now, limit=limit)
-        counting = _endpoints_to_count(list(due))
+        due = endpoints_with_due_work(now=now, limit=limit)
+        merchants = _merchants_to_count(
+            list(dict.fromkeys(d.merchant_id for d in due.values()))
+        )
+        counting = {e: d for e, d in due.items() if d.merchant_id in merchants}
         claim.contended = len(due) - len(counting)
-        live = _live_claims(counting, now=now)
-        shares = fair_shares(
-            limit=limit,
-            rooms=[(e, due[e][0] - live.get(e, 0)) for e in counting],
+        live = live_claims(merchants, now=now)
+        shares = merchant_shares(
+            limit=limit, merchants=rooms(counting, merchants, live)
         )
         rows = _due_rows_locked(
             shares,
-            max_attempts={e: due[e][1] for e in shares},
+            max_attempts={e: due[e].max_attempts for e in shares},
             now=now,
             worker_id=worker_id,
             lease_until=claim.lease_until,
@@ -91,98 +101,21 @@ def claim_batch(
     return claim
 
 
-def _endpoints_with_due_work(*, now: datetime, limit: int) -> dict[str, tuple]:
-    """Up to `limit` endpoints that could take a row now, oldest due first:
-    endpoint -> (max_in_flight, max_attempts).
-
-    Per endpoint, one probe of delivery_endpoint_due_idx finds its oldest due
-    row, so the cost follows the number of endpoints, not the rows behind
-    them; live claims are counted once for all endpoints. The live count here
-    only skips full endpoints; it is counted again under the endpoint's lock
-    before anything is taken.
-    """
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(
-                claim_sql.DUE,
-                {
-                    "now": now,
-                    "cap": settings.ENDPOINT_MAX_IN_FLIGHT,
-                    "closed": EndpointHealth.State.CLOSED,
-                    "limit": limit,
-                },
-            )
-            return {pk: (cap, most) for pk, cap, most in cursor.fetchall()}
-    due_rows = Delivery.objects.filter(
-        endpoint_id=OuterRef("pk"),
-        # Due pending rows and expired leases alike: while delivering,
-        # next_attempt_at is the lease end (see Delivery.next_attempt_at).
-        status__in=DUE_STATUSES,
-        next_attempt_at__lte=now,
-    ).order_by("next_attempt_at")
-    live = (
-        Delivery.objects.filter(
-            endpoint_id=OuterRef("pk"),
-            status=Delivery.Status.DELIVERING,
-            claimed_until__gt=now,
-        )
-        .order_by()
-        .values("endpoint_id")
-        .annotate(n=Count("pk"))
-        .values("n")
-    )
-    rows = (
-        # Disabled endpoints and open breakers hold their rows back without
-        # spending attempts.
-        Endpoint.objects.filter(is_active=True)
-        .filter(
-            Q(health__breaker_state=EndpointHealth.State.CLOSED)
-            | Q(health__isnull=True)  # made outside the services
-        )
-        .annotate(
-            oldest_due=Subquery(due_rows.values("next_attempt_at")[:1]),
-            cap=Coalesce("max_in_flight", settings.ENDPOINT_MAX_IN_FLIGHT),
-            live=Coalesce(Subquery(live), 0),
-        )
-        .filter(oldest_due__isnull=False, live__lt=F("cap"))
-        # Oldest due first, so no endpoint starves behind newer work.
-        .order_by("oldest_due", "pk")
-        .values_list("pk", "cap", "max_attempts")[:limit]
-    )
-    return {pk: (cap, max_attempts) for pk, cap, max_attempts in rows}
-
-
-def _endpoints_to_count(endpoint_ids: list[str]) -> list[str]:
-    """The endpoints this claim may count and take from: on PostgreSQL those whose
-    advisory lock it gets, so two claims never count the same endpoint's live
-    claims at once (max_in_flight holds across dispatchers). The lock is held
-    to commit; an endpoint another claim holds is skipped, not waited for."""
-    if connection.vendor != "postgresql" or not endpoint_ids:
-        return endpoint_ids  # SQLite: one dispatcher, one writer at a time
+def _merchants_to_count(merchant_ids: list[int]) -> list[int]:
+    """The merchants this claim may count and take from: on PostgreSQL those
+    whose advisory lock it gets, so two claims never count one merchant's live
+    claims (nor any of its endpoints') at once: the merchant's and its
+    endpoints' max_in_flight hold across dispatchers. The lock is held to
+    commit; a merchant another claim holds is skipped, not waited for."""
+    if connection.vendor != "postgresql" or not merchant_ids:
+        return merchant_ids  # SQLite: one dispatcher, one writer at a time
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT e.id FROM unnest(%s::text[]) WITH ORDINALITY AS e(id, n) "
-            "WHERE pg_try_advisory_xact_lock(%s, hashtext(e.id)) ORDER BY e.n",
-            [endpoint_ids, ENDPOINT_LOCK_SPACE],
+            "SELECT m.id FROM unnest(%s::bigint[]) WITH ORDINALITY AS m(id, n) "
+            "WHERE pg_try_advisory_xact_lock(%s, hashtext(m.id::text)) ORDER BY m.n",
+            [merchant_ids, MERCHANT_LOCK_SPACE],
         )
         return [row[0] for row in cursor.fetchall()]
-
-
-def _live_claims(endpoint_ids: list[str], *, now: datetime) -> dict[str, int]:
-    """Delivering rows with a live lease per endpoint: sends in flight or queued."""
-    if not endpoint_ids:
-        return {}
-    return dict(
-        Delivery.objects.filter(
-            endpoint_id__any=endpoint_ids,
-            status=Delivery.Status.DELIVERING,
-            claimed_until__gt=now,
-        )
-        .order_by()
-        .values("endpoint_id")
-        .annotate(n=Count("pk"))
-        .values_list("endpoint_id", "n")
-    )
 
 
 def _due_rows_locked(

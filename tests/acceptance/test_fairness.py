@@ -145,3 +145,132 @@ def test_max_in_flight_holds_across_two_dispatchers(receiver, dispatchers):
     assert 3 < most["/hook?capped"] <= 5
     workers = set(Attempt.objects.values_list("worker_id", flat=True))
     assert workers == {"cap-0", "cap-1"}
+
+
+NOISY_SECONDS = 8.0  # how long the noisy merchant's receiver takes to answer
+# The issue's bound for the quiet merchant's one delivery, publish to receipt:
+# about one claim cycle. Without fairness between merchants it waits out the
+# noisy one's sends (NOISY_SECONDS at least).
+QUIET_LIMIT = 3.0
+
+
+def test_a_quiet_merchant_waits_no_longer_than_a_claim_behind_a_noisy_one(
+    receiver, dispatchers
+):
+    released = threading.Event()
+    quiet_at: list[float] = []
+
+    def respond(request: Received) -> Reply:
+        if "noisy" in request.path:
+            released.wait(NOISY_SECONDS)
+        else:
+            quiet_at.append(time.monotonic())
+        return Reply()
+
+    receiver.respond = respond
+    noisy = factories.merchant()
+    for n in range(60):
+        factories.endpoint(noisy, url=f"{receiver.url}?noisy={n}")
+    quiet = factories.endpoint(factories.merchant(), url=receiver.url + "?quiet")
+    # Every setting at its default: DISPATCHER_CONCURRENCY, BATCH_SIZE,
+    # ENDPOINT_MAX_IN_FLIGHT (32, above the noisy endpoints' 10 each) and
+    # MERCHANT_MAX_IN_FLIGHT, which is what is tested.
+    child = dispatchers.start("--worker-id=fair")
+    publish(quiet, 1)  # warmed up: started, connected, idle on LISTEN
+    wait_until(lambda: len(quiet_at) == 1, timeout=60, what="the warm-up delivery")
+    quiet_at.clear()
+    events_publish(
+        merchant=noisy, events=[EventInput("a", {"n": i}) for i in range(10)]
+    )
+    assert Delivery.objects.filter(endpoint__merchant=noisy).count() == 600
+    # The noisy merchant holds every slot it may have (all of them, without a
+    # cap per merchant) before the quiet one publishes.
+    wait_until(
+        lambda: sum("noisy" in r.path for r in receiver.received) >= 64,
+        timeout=60,
+        what="the noisy merchant's sends",
+    )
+    publish(quiet, 1)
+    published_at = time.monotonic()
+    wait_until(lambda: quiet_at, timeout=4 * NOISY_SECONDS, what="the quiet delivery")
+    released.set()
+
+    waited = quiet_at[0] - published_at
+    assert waited < QUIET_LIMIT, f"the quiet merchant's delivery took {waited:.2f}s"
+    child.signal(signal.SIGTERM)
+    assert child.wait(30) == 0, child.stderr[-3000:]
+
+
+def test_a_merchants_cap_holds_across_two_dispatchers(receiver, dispatchers):
+    released = threading.Event()
+    lock = threading.Lock()
+    held: list[str] = []  # the capped merchant's deliveries at the receiver now
+    witness_at: list[float] = []
+
+    def respond(request: Received) -> Reply:
+        if "witness" in request.path:
+            witness_at.append(time.monotonic())
+            return Reply()
+        delivery_id = request.headers["X-Relay-Delivery-Id"]
+        with lock:
+            held.append(delivery_id)
+        released.wait(60)  # held until the test has looked
+        with lock:
+            held.remove(delivery_id)
+        return Reply()
+
+    receiver.respond = respond
+    capped = factories.merchant()
+    capped.max_in_flight = 5  # as staff set it in the admin
+    capped.save(update_fields=["max_in_flight"])
+    # Six endpoints, each allowed far more than the merchant: only the
+    # merchant's cap can keep them under 5 together.
+    for n in range(6):
+        factories.endpoint(capped, url=f"{receiver.url}?capped={n}", max_in_flight=100)
+    witness = factories.endpoint(factories.merchant(), url=receiver.url + "?witness")
+    events_publish(
+        merchant=capped, events=[EventInput("a", {"n": i}) for i in range(10)]
+    )
+
+    def capped_claims(worker: str | None = None) -> int:
+        rows = Delivery.objects.filter(endpoint__merchant=capped, status="delivering")
+        return rows.filter(claimed_by=worker).count() if worker else rows.count()
+
+    # Three send slots and claims of one row: the first dispatcher fills its
+    # slots and queues one more (4 of the merchant's 5), then stops claiming.
+    first = dispatchers.start("--concurrency=3", "--batch-size=1", "--worker-id=cap-0")
+    wait_until(
+        lambda: len(held) == 3 and capped_claims("cap-0") == 4,
+        timeout=60,
+        what="the first dispatcher's sends",
+    )
+    # The second has three free slots and 54 older rows of the capped merchant
+    # before the witness's one; the cap leaves it room for one.
+    second = dispatchers.start("--concurrency=3", "--batch-size=1", "--worker-id=cap-1")
+    wait_until(
+        lambda: DispatcherHeartbeat.objects.filter(worker_id="cap-1").exists(),
+        timeout=60,
+        what="the second dispatcher to start",
+    )
+    publish(witness, 1)
+    # The witness arrives only once the second dispatcher was refused the
+    # capped merchant's rows with a slot free: with a cap counted per process
+    # it would fill its slots with them, and the witness would never come.
+    wait_until(lambda: witness_at, timeout=60, what="the witness delivery")
+    with lock:
+        at_receiver = list(held)
+    senders = dict(
+        Delivery.objects.filter(pk__in=at_receiver).values_list("pk", "claimed_by")
+    )
+    released.set()
+
+    assert capped_claims() == 5
+    assert sorted(senders.values()) == ["cap-0"] * 3 + ["cap-1"]
+    wait_until(
+        lambda: Delivery.objects.filter(status="succeeded").count() == 61,
+        timeout=120,
+        what="every delivery",
+    )
+    for child in (first, second):
+        child.signal(signal.SIGTERM)
+        assert child.wait(30) == 0, child.stderr[-3000:]

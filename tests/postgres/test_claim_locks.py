@@ -171,8 +171,9 @@ def test_a_second_claim_skips_an_endpoint_another_claim_is_counting():
 
 
 def test_max_in_flight_holds_for_two_claims_made_at_the_same_moment():
-    # Without the endpoint's advisory lock, B would count A's claims before
-    # A commits, see none, and take four more: eight in flight.
+    # Without the advisory lock (its merchant's, which covers the endpoint),
+    # B would count A's claims before A commits, see none, and take four
+    # more: eight in flight.
     endpoint = factories.endpoint(max_in_flight=4)
     publish(12, endpoint=endpoint)
     locked, finish = threading.Event(), threading.Event()

@@ -1,4 +1,5 @@
-"""A claim shares its rows among endpoints with due work, none past max_in_flight."""
+"""A claim shares its rows among merchants, then among their endpoints with due
+work, none past its max_in_flight."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from datetime import timedelta
 import pytest
 
 from deliveries.dispatch import claiming
-from deliveries.dispatch.shares import fair_shares
+from deliveries.dispatch.shares import fair_shares, merchant_shares
 from deliveries.models import Delivery
 from deliveries.services import EventInput, events_publish
 from tests import factories
@@ -30,6 +31,51 @@ LEASE = 30
 )
 def test_fair_shares_go_round_robin_oldest_first_within_each_room(limit, rooms, shares):
     assert fair_shares(limit=limit, rooms=rooms) == shares
+
+
+@pytest.mark.parametrize(
+    ("limit", "merchants", "shares"),
+    [
+        # Merchants first: the one with 4 endpoints gets half, not four fifths.
+        (
+            10,
+            [
+                ("m", 64, [("a", 32), ("b", 32), ("c", 32), ("d", 32)]),
+                ("n", 64, [("e", 32)]),
+            ],
+            {"a": 2, "b": 1, "c": 1, "d": 1, "e": 5},
+        ),
+        # A merchant's room caps its endpoints together.
+        (
+            10,
+            [("m", 3, [("a", 32), ("b", 32)]), ("n", 64, [("c", 32)])],
+            {"a": 2, "b": 1, "c": 7},
+        ),
+        # ... and its endpoints' rooms cap the merchant.
+        (
+            10,
+            [("m", 64, [("a", 1), ("b", 2)]), ("n", 64, [("c", 32)])],
+            {"a": 1, "b": 2, "c": 7},
+        ),
+        # A full merchant gets nothing; oldest due first when rows run short.
+        (
+            2,
+            [
+                ("m", 0, [("a", 5)]),
+                ("n", 9, [("b", 5)]),
+                ("o", 9, [("c", 5)]),
+                ("p", 9, [("d", 5)]),
+            ],
+            {"b": 1, "c": 1},
+        ),
+        (0, [("m", 5, [("a", 5)])], {}),
+        (5, [], {}),
+    ],
+)
+def test_merchant_shares_go_round_robin_among_merchants_then_endpoints(
+    limit, merchants, shares
+):
+    assert merchant_shares(limit=limit, merchants=merchants) == shares
 
 
 def publish(endpoint, n: int, clock: FakeClock) -> None:
@@ -100,3 +146,66 @@ def test_max_in_flight_counts_every_live_claim_and_frees_with_the_lease(settings
     assert claim("b") == {own.pk: 2}
     clock.advance(LEASE + 1)  # every lease has run out: they count no more
     assert claim("c") == {default.pk: 5, own.pk: 2}
+
+
+def claimed_per_merchant(claim: claiming.Claim) -> Counter:
+    return Counter(
+        Delivery.objects.filter(pk__in=claim.delivery_ids).values_list(
+            "endpoint__merchant__slug", flat=True
+        )
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.both_backends
+def test_a_merchant_with_many_endpoints_due_first_does_not_fill_the_claim():
+    clock = FakeClock()
+    noisy = factories.merchant("noisy")
+    for n in range(30):
+        publish(factories.endpoint(noisy, url=f"http://127.0.0.1:9/n{n}"), 2, clock)
+    clock.advance(1)
+    quiet = factories.endpoint(factories.merchant("quiet"), url="http://127.0.0.1:9/q")
+    publish(quiet, 10, clock)
+
+    # Round-robin among endpoints alone would give the quiet merchant
+    # nothing: its endpoint is the 31st oldest-due of a claim of 20.
+    claim = claiming.claim_batch(
+        worker_id="w", now=clock.now(), lease_seconds=LEASE, limit=20
+    )
+
+    assert claimed_per_merchant(claim) == {"noisy": 10, "quiet": 10}
+    assert set(claimed_per_endpoint(claim).values()) == {1, 10}
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.both_backends
+def test_a_merchants_cap_counts_live_claims_of_all_its_endpoints(settings):
+    settings.MERCHANT_MAX_IN_FLIGHT = 6
+    clock = FakeClock()
+    merchant = factories.merchant("capped")
+    first, *others = [
+        factories.endpoint(merchant, url=f"http://127.0.0.1:9/e{n}") for n in range(3)
+    ]
+    own = factories.merchant("own")
+    own.max_in_flight = 2  # staff's override wins over the setting
+    own.save(update_fields=["max_in_flight"])
+
+    def claim(worker: str) -> Counter:
+        return claimed_per_merchant(
+            claiming.claim_batch(
+                worker_id=worker, now=clock.now(), lease_seconds=LEASE, limit=50
+            )
+        )
+
+    publish(first, 2, clock)
+    assert claim("a") == {"capped": 2}  # the first endpoint has nothing due now
+    for endpoint in others:
+        publish(endpoint, 10, clock)
+    publish(factories.endpoint(own, url="http://127.0.0.1:9/own"), 10, clock)
+
+    # a's two live claims count against the merchant though their endpoint
+    # has no due work left: 4 more, not 6.
+    assert claim("b") == {"capped": 4, "own": 2}
+    assert claim("c") == {}
+    clock.advance(LEASE + 1)  # every lease has run out: they count no more
+    assert claim("d") == {"capped": 6, "own": 2}

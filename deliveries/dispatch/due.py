@@ -1,0 +1,151 @@
+"""What a claim reads before it locks rows: the endpoints with due work and
+room, merchants in turn, and the live claims that decide the room.
+
+claiming.py runs these inside its claim transaction; on PostgreSQL the first
+is claim_sql.DUE, on SQLite its ORM form here.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import NamedTuple
+
+from django.conf import settings
+from django.db import connection
+from django.db.models import Count, F, OuterRef, Q, Subquery
+from django.db.models.functions import Coalesce
+
+from deliveries.dispatch import claim_sql
+from deliveries.dispatch.prepared import AnyOf  # noqa: F401 - registers field__any
+from deliveries.models import Delivery
+from endpoints.models import Endpoint, EndpointHealth
+
+DUE_STATUSES = (Delivery.Status.PENDING, Delivery.Status.DELIVERING)
+
+
+class Due(NamedTuple):
+    """An endpoint with due work and room: its merchant and their caps."""
+
+    merchant_id: int
+    cap: int  # the endpoint's max_in_flight
+    max_attempts: int | None
+    merchant_cap: int  # the merchant's max_in_flight
+
+
+class Live(NamedTuple):
+    """Delivering rows with a live lease, per endpoint and per merchant."""
+
+    endpoints: dict[str, int]
+    merchants: dict[int, int]
+
+
+def rooms(due: dict[str, Due], merchants: list[int], live: Live) -> list[tuple]:
+    """(merchant, room, [(endpoint, room), ...]) in the order they were listed."""
+    endpoints: dict[int, list[tuple[str, int]]] = {m: [] for m in merchants}
+    caps: dict[int, int] = {}
+    for endpoint_id, d in due.items():
+        endpoints[d.merchant_id].append(
+            (endpoint_id, d.cap - live.endpoints.get(endpoint_id, 0))
+        )
+        caps[d.merchant_id] = d.merchant_cap
+    return [
+        (m, caps[m] - live.merchants.get(m, 0), endpoints[m])
+        for m in merchants
+        if endpoints[m]
+    ]
+
+
+def endpoints_with_due_work(*, now: datetime, limit: int) -> dict[str, Due]:
+    """Up to `limit` endpoints that could take a row now, merchants in turn
+    (each merchant's oldest-due endpoint, then each one's next, ...), oldest due
+    first within a turn.
+
+    Per endpoint, one probe of delivery_endpoint_due_idx finds its oldest due
+    row, so the cost follows the number of endpoints, not the rows behind
+    them; live claims are counted once for all endpoints. The live counts here
+    only skip full endpoints and merchants; they are counted again under the
+    merchant's lock before anything is taken.
+    """
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                claim_sql.DUE,
+                {
+                    "now": now,
+                    "cap": settings.ENDPOINT_MAX_IN_FLIGHT,
+                    "merchant_cap": settings.MERCHANT_MAX_IN_FLIGHT,
+                    "closed": EndpointHealth.State.CLOSED,
+                    "limit": limit,
+                },
+            )
+            return {pk: Due(*rest) for pk, *rest in cursor.fetchall()}
+    due_rows = Delivery.objects.filter(
+        endpoint_id=OuterRef("pk"),
+        # Due pending rows and expired leases alike: while delivering,
+        # next_attempt_at is the lease end (see Delivery.next_attempt_at).
+        status__in=DUE_STATUSES,
+        next_attempt_at__lte=now,
+    ).order_by("next_attempt_at")
+    live = (
+        Delivery.objects.filter(
+            endpoint_id=OuterRef("pk"),
+            status=Delivery.Status.DELIVERING,
+            claimed_until__gt=now,
+        )
+        .order_by()
+        .values("endpoint_id")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    rows = (
+        # Disabled endpoints and open breakers hold their rows back without
+        # spending attempts.
+        Endpoint.objects.filter(is_active=True)
+        .filter(
+            Q(health__breaker_state=EndpointHealth.State.CLOSED)
+            | Q(health__isnull=True)  # made outside the services
+        )
+        .annotate(
+            oldest_due=Subquery(due_rows.values("next_attempt_at")[:1]),
+            cap=Coalesce("max_in_flight", settings.ENDPOINT_MAX_IN_FLIGHT),
+            merchant_cap=Coalesce(
+                "merchant__max_in_flight", settings.MERCHANT_MAX_IN_FLIGHT
+            ),
+            live=Coalesce(Subquery(live), 0),
+        )
+        .filter(oldest_due__isnull=False, live__lt=F("cap"))
+        .order_by("oldest_due", "pk")
+        .values_list("pk", "merchant_id", "cap", "max_attempts", "merchant_cap")
+    )
+    # SQLite (one dispatcher, a demo's worth of endpoints): the turns in Python.
+    merchant_live = live_claims(None, now=now).merchants
+    turns: dict[int, int] = {}
+    listed = []
+    for n, (pk, merchant_id, cap, most, merchant_cap) in enumerate(rows):
+        turn = turns[merchant_id] = turns.get(merchant_id, 0) + 1
+        if turn <= merchant_cap - merchant_live.get(merchant_id, 0):
+            listed.append((turn, n, pk, Due(merchant_id, cap, most, merchant_cap)))
+    return {pk: d for _, _, pk, d in sorted(listed)[:limit]}
+
+
+def live_claims(merchant_ids: list[int] | None, *, now: datetime) -> Live:
+    """Delivering rows with a live lease (sends in flight or queued) of these
+    merchants' endpoints (None: every merchant's), per endpoint and merchant.
+    Every endpoint of the merchant counts, not only those with due work."""
+    if merchant_ids is not None and not merchant_ids:
+        return Live({}, {})
+    rows = Delivery.objects.filter(
+        status=Delivery.Status.DELIVERING, claimed_until__gt=now
+    )
+    if merchant_ids is not None:
+        rows = rows.filter(endpoint__merchant_id__any=merchant_ids)
+    live = Live({}, {})
+    for endpoint_id, merchant_id, n in (
+        rows.order_by()
+        .values("endpoint_id", "endpoint__merchant_id")
+        .annotate(n=Count("pk"))
+        .values_list("endpoint_id", "endpoint__merchant_id", "n")
+    ):
+        live.endpoints[endpoint_id] = n
+        live.merchants[merchant_id] = live.merchants.get(merchant_id, 0) + n
+    return live
