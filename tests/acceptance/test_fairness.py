@@ -54,6 +54,11 @@ def test_a_timing_out_endpoint_published_first_does_not_delay_a_healthy_one(
 
     receiver.respond = respond
     merchant = factories.merchant()
+    # What is measured is one endpoint's effect on another of the same
+    # merchant: the merchant's own cap (64 by default, which the slow
+    # endpoint's 32 would halve) is out of the way.
+    merchant.max_in_flight = 1000
+    merchant.save(update_fields=["max_in_flight"])
     slow = factories.endpoint(merchant, url=receiver.url + "?slow")
     # Its own max_in_flight is not what is measured here: only the slow one's.
     healthy = factories.endpoint(
