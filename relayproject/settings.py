@@ -151,6 +151,9 @@ WHITENOISE_USE_FINDERS = True
 warnings.filterwarnings("ignore", message="No directory at", category=UserWarning)
 STATICFILES_DIRS = [BASE_DIR / "static"] if (BASE_DIR / "static").exists() else []
 
+# A CSRF failure is a branded 403 page too (relayproject/views.py).
+CSRF_FAILURE_VIEW = "relayproject.views.csrf_failure"
+
 LOGIN_URL = "portal:login"
 LOGIN_REDIRECT_URL = "portal:home"
 

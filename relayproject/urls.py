@@ -23,3 +23,8 @@ urlpatterns = [
     path("metrics", metrics_view, name="metrics"),
     path("demo/receiver/<str:endpoint_id>/", demo.receiver, name="demo-receiver"),
 ]
+
+handler400 = "relayproject.views.bad_request"
+handler403 = "relayproject.views.permission_denied"
+handler404 = "relayproject.views.page_not_found"
+handler500 = "relayproject.views.server_error"

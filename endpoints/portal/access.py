@@ -10,16 +10,20 @@ method; only then are the method and the role checked.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import wraps
 
 from django.contrib.auth.views import redirect_to_login
-from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed
+from django.shortcuts import render
+from django.urls import reverse
 
 from endpoints import portal_links
 from endpoints.models import Endpoint, Membership, Merchant
+
+logger = logging.getLogger("endpoints.portal")
 
 READ = ("GET", "HEAD")
 WRITE = ("POST",)
@@ -121,11 +125,15 @@ def access_resolve(
 def portal_view(
     *, methods: Sequence[str] = READ, edits: bool = True
 ) -> Callable[[Callable], Callable]:
-    """Wrap a view taking (request, access): sign-in, 404, 405, then 403 for viewers.
+    """Wrap a view taking (request, access): sign-in, 404, 403 for viewers, 405.
 
-    With edits=True every POST needs an owner or developer role.
+    With edits=True a view that takes a POST is a write URL: every method of
+    it, GET of its form included, needs an owner or developer role; a viewer
+    gets the branded 403 page (forbidden_page). The wrapper carries
+    `portal_methods` and `portal_writes`, which tests read off the URLconf.
     """
     allowed = list(methods)
+    writes = edits and any(method in WRITE for method in allowed)
 
     def decorate(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
         @wraps(view)
@@ -143,12 +151,55 @@ def portal_view(
                 endpoint_id=endpoint_id,
                 delivery_id=delivery_id,
             )
+            # The role first: a viewer hears "not for you" at a write URL
+            # whatever the method, not "try POST".
+            if writes and not access.can_edit:
+                return forbidden_page(request, access)
             if request.method not in allowed:
                 return HttpResponseNotAllowed(allowed)
-            if edits and request.method in WRITE and not access.can_edit:
-                raise PermissionDenied("Viewers cannot change anything.")
             return view(request, access)
 
+        wrapper.portal_methods = tuple(allowed)
+        wrapper.portal_writes = writes
         return wrapper
 
     return decorate
+
+
+def forbidden_page(request: HttpRequest, access: Access) -> HttpResponse:
+    """403 for a role that may not do this: what the role allows, and a way back.
+
+    Rendered here rather than raised, so the log has one warning line from
+    Django ("Forbidden: <path>") and this info line, never a traceback.
+    """
+    logger.info(
+        "portal write refused by=%s role=%s merchant=%s method=%s view=%s",
+        access.who,
+        access.role,
+        access.merchant.slug,
+        request.method,
+        request.resolver_match.url_name if request.resolver_match else "-",
+    )
+    slug = access.merchant.slug
+    if access.delivery is not None:
+        back = reverse("portal:delivery_detail", args=[slug, access.delivery.pk])
+        back_label = f"Back to delivery {access.delivery.pk}"
+    elif access.endpoint is not None:
+        back = reverse("portal:endpoint_detail", args=[slug, access.endpoint.pk])
+        back_label = f"Back to endpoint {access.endpoint.pk}"
+    else:
+        back = reverse("portal:endpoint_list", args=[slug])
+        back_label = f"Back to {access.merchant.name}"
+    return render(
+        request,
+        "portal/forbidden.html",
+        {
+            "access": access,
+            "merchant": access.merchant,
+            "endpoint": access.endpoint,
+            "can_edit": access.can_edit,
+            "back": back,
+            "back_label": back_label,
+        },
+        status=403,
+    )

@@ -52,6 +52,11 @@ urlpatterns = [
         name="deliveries_bulk_replay",
     ),
     path(M + "notifications/", notifications.notifications, name="notifications"),
+    path(
+        M + "notifications/settings/",
+        notifications.notification_settings_edit,
+        name="notification_settings",
+    ),
     path(DLV, deliveries.delivery_detail, name="delivery_detail"),
     path(DLV + "status.json", deliveries.delivery_status, name="delivery_status"),
     path(DLV + "replay/", deliveries.delivery_replay, name="delivery_replay"),

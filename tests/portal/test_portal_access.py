@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import logging
+import re
+
 import pytest
 from django.test import Client
-from django.urls import reverse
+from django.urls import resolve, reverse
 
 from deliveries.models import Delivery, Event
 from deliveries.notifications.models import NotificationSettings
@@ -17,6 +20,12 @@ PUBLIC = {"login", "link_open", "theme_css"}
 SIGNED_IN = [p for p in ROUTES if p.name not in PUBLIC]
 MERCHANT_ROUTES = [p for p in ROUTES if "slug" in p.pattern.converters]
 OBJECT_ROUTES = [p for p in MERCHANT_ROUTES if len(p.pattern.converters) > 1]
+# Every merchant route is a portal_view (test_every_merchant_route_is_guarded),
+# which says whether it is a write URL: one that takes a POST.
+WRITE_ROUTES = [
+    p for p in MERCHANT_ROUTES if getattr(p.callback, "portal_writes", False)
+]
+READ_ROUTES = [p for p in MERCHANT_ROUTES if p not in WRITE_ROUTES]
 # Routes that change the session, not the merchant's data.
 SESSION_ROUTES = {"login", "logout", "link_open"}
 
@@ -110,11 +119,63 @@ def test_a_viewer_cannot_change_anything(client, world, route):
     assert snapshot() == before
 
 
-@pytest.mark.parametrize("route", MERCHANT_ROUTES, ids=ids)
-def test_a_viewer_can_read_every_page(client, world, route):
+def test_every_merchant_route_is_guarded():
+    unguarded = [
+        p.name for p in MERCHANT_ROUTES if not hasattr(p.callback, "portal_methods")
+    ]
+    assert unguarded == []
+    # A route that takes a POST is a write URL, whatever else it takes.
+    for route in MERCHANT_ROUTES:
+        takes_post = "POST" in route.callback.portal_methods
+        assert route.callback.portal_writes == takes_post, route.name
+    assert len(WRITE_ROUTES) >= 12
+
+
+@pytest.mark.parametrize("method", ["get", "post"])
+@pytest.mark.parametrize("route", WRITE_ROUTES, ids=ids)
+def test_a_viewer_gets_the_branded_403_at_every_write_url(
+    client, world, route, method, caplog
+):
+    client.force_login(world.viewer)
+    before = snapshot()
+    url = url_for(route, world.mine)
+    with caplog.at_level(logging.INFO):
+        response = getattr(client, method)(
+            url,
+            *(
+                [{"url": "http://127.0.0.1:9/changed", "confirm": "True"}]
+                if method == "post"
+                else []
+            ),
+        )
+
+    assert response.status_code == 403
+    html = response.content.decode()
+    assert 'id="forbidden"' in html and "You cannot change this" in html
+    assert 'class="brand"' in html  # the portal's own page, with its header
+    back = re.search(r'<a class="button" href="([^"]+)" id="forbidden-back"', html)
+    assert back and client.get(back.group(1)).status_code == 200
+    assert snapshot() == before
+    assert "portal write refused" in caplog.text
+    assert not [r for r in caplog.records if r.exc_info]  # no traceback
+
+
+@pytest.mark.parametrize("route", READ_ROUTES, ids=ids)
+def test_a_viewer_can_read_every_read_page(client, world, route):
     client.force_login(world.viewer)
     response = client.get(url_for(route, world.mine))
-    assert response.status_code in (200, 405)
+    assert response.status_code == 200
+
+
+@pytest.mark.parametrize("route", READ_ROUTES, ids=ids)
+def test_a_viewer_is_shown_no_door_it_cannot_open(client, world, route):
+    """No link or form on a viewer's page leads to a write URL."""
+    client.force_login(world.viewer)
+    html = client.get(url_for(route, world.mine)).content.decode()
+    write_names = {f"portal:{p.name}" for p in WRITE_ROUTES}
+    for target in re.findall(r'(?:href|action)="(/portal/[^"?#]*)', html):
+        match = resolve(target)
+        assert match.view_name not in write_names, (route.name, target)
 
 
 @pytest.mark.parametrize("route", MERCHANT_ROUTES, ids=ids)

@@ -70,7 +70,7 @@ def test_failing_banner_and_failing_endpoints_listed_first(signed_in, world):
 
 
 def test_email_choices_saved_and_bad_addresses_shown_beside_the_field(signed_in, world):
-    url = reverse("portal:notifications", args=["acme"])
+    url = reverse("portal:notification_settings", args=["acme"])
     bad = signed_in.post(
         url, {"email_failing": "on", "extra_emails": "ops@acme.test\nnot-an-address"}
     )

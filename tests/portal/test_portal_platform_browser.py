@@ -285,3 +285,21 @@ def test_the_portal_shows_in_an_iframe_only_on_listed_origins(
                 assert "Endpoints" not in page.frames[1].content()
     finally:
         embedder.close()
+
+
+def test_a_viewer_at_a_write_form_gets_the_403_page_and_a_way_back(
+    live_server, world
+):
+    endpoint = world["endpoint"]
+    with chromium_page(width=390, height=800) as page:
+        open_portal(page, portal_link(live_server, role="viewer"))
+        ep = f"{live_server.url}/portal/m/acme/endpoints/{endpoint.pk}"
+        response = page.goto(f"{ep}/edit/")
+        assert response.status == 403
+        expect(page.locator("h1")).to_have_text("You cannot change this")
+        expect(page.locator("main")).not_to_contain_text("hidden-value")
+        no_horizontal_scroll(page)
+        shot(page, "platform-390-viewer-forbidden")
+        page.click("#forbidden-back")
+        expect(page).to_have_url(f"{ep}/")
+        expect(page.locator("main")).not_to_contain_text("Edit")

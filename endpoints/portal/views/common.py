@@ -14,6 +14,7 @@ SECTIONS = {
     "delivery_detail": "deliveries",
     "catalogue": "catalogue",
     "notifications": "notifications",
+    "notification_settings": "notifications",
 }
 TABS = {
     "endpoint_detail": "overview",

@@ -16,19 +16,39 @@ from endpoints.portal.forms import NotificationsForm
 from endpoints.portal.views.common import page
 
 
-@portal_view(methods=READ + WRITE)
-def notifications(request: HttpRequest, access: Access) -> HttpResponse:
+def _initial(access: Access) -> dict:
     current = notification_settings(merchant_id=access.merchant.pk)
-    initial = {
+    return {
         "email_failing": current.email_failing,
         "email_disabled": current.email_disabled,
         "email_enabled": current.email_enabled,
         "extra_emails": "\n".join(current.extra_emails),
     }
-    form = NotificationsForm(
-        request.POST if request.method == "POST" else None, initial=initial
+
+
+def _page(request, access: Access, form: NotificationsForm, *, status: int = 200):
+    return page(
+        request,
+        access,
+        "notifications.html",
+        {"form": form, "owners": recipients_of(merchant_id=access.merchant.pk)},
+        status=status,
     )
-    if request.method == "POST" and form.is_valid():
+
+
+@portal_view()
+def notifications(request: HttpRequest, access: Access) -> HttpResponse:
+    """Who is emailed, for every role; editors get the form, which posts to
+    notification_settings (a write URL of its own, so viewers never reach it)."""
+    return _page(request, access, NotificationsForm(initial=_initial(access)))
+
+
+@portal_view(methods=READ + WRITE)
+def notification_settings_edit(request: HttpRequest, access: Access) -> HttpResponse:
+    if request.method != "POST":
+        return _page(request, access, NotificationsForm(initial=_initial(access)))
+    form = NotificationsForm(request.POST, initial=_initial(access))
+    if form.is_valid():
         try:
             services.notification_settings_update(
                 merchant=access.merchant, **form.service_kwargs()
@@ -40,13 +60,7 @@ def notifications(request: HttpRequest, access: Access) -> HttpResponse:
         else:
             messages.success(request, "Notification settings saved.")
             return redirect("portal:notifications", access.merchant.slug)
-    return page(
-        request,
-        access,
-        "notifications.html",
-        {"form": form, "owners": recipients_of(merchant_id=access.merchant.pk)},
-        status=400 if request.method == "POST" else 200,
-    )
+    return _page(request, access, form, status=400)
 
 
 @portal_view(methods=WRITE)
