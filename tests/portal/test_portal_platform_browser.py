@@ -287,9 +287,7 @@ def test_the_portal_shows_in_an_iframe_only_on_listed_origins(
         embedder.close()
 
 
-def test_a_viewer_at_a_write_form_gets_the_403_page_and_a_way_back(
-    live_server, world
-):
+def test_a_viewer_at_a_write_form_gets_the_403_page_and_a_way_back(live_server, world):
     endpoint = world["endpoint"]
     with chromium_page(width=390, height=800) as page:
         open_portal(page, portal_link(live_server, role="viewer"))
