@@ -56,7 +56,9 @@ def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
 
 
 def permission_denied(request: HttpRequest, exception: Exception) -> HttpResponse:
-    return _error_page(request, 403)
+    # Our own refusals say why in words meant for the reader (the admin's
+    # password guard, the API-key guard); Django's carry no message.
+    return _error_page(request, 403, str(exception or ""))
 
 
 def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:

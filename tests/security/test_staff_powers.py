@@ -61,6 +61,7 @@ def test_change_user_alone_cannot_change_the_password_of_a_user_with_rights(
         )
 
     assert (form.status_code, posted.status_code) == (403, 403)
+    assert "Only superusers change the password" in form.content.decode()
     target.refresh_from_db()
     assert target.check_password(OLD_PASSWORD)
     assert not target.check_password(NEW_PASSWORD)
