@@ -14,7 +14,7 @@ from django.contrib import admin, messages
 from django.db.models import F
 from django.forms.fields import InvalidJSONInput
 from django.urls import reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
 
 from endpoints import quotas
@@ -36,6 +36,7 @@ from endpoints.models import (
     EventType,
     Merchant,
 )
+from endpoints.quotas import quotas_in_force
 from endpoints.services import (
     endpoint_auto_disable_exempt,
     endpoint_breaker_open,
@@ -60,6 +61,15 @@ class MerchantAdmin(MembershipGrantsLogged, admin.ModelAdmin):
     search_fields = ("slug", "name")
     readonly_fields = ("sends_at_once",)
     inlines = (MembershipInline,)
+    # The overrides are fields of the form; this shows what is enforced.
+    readonly_fields = ("quotas",)
+
+    @admin.display(description="quotas in force")
+    def quotas(self, merchant: Merchant) -> str:
+        return format_html(
+            "<ul>{}</ul>",
+            format_html_join("", "<li><b>{}</b>: {}</li>", quotas_in_force(merchant)),
+        )
 
     @admin.display(description="sends at once (in force)")
     def sends_at_once(self, merchant: Merchant) -> str:

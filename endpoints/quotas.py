@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
+from endpoints.filtering import MAX_FILTER_BYTES, MAX_FILTER_COST
 from endpoints.models import Endpoint, Merchant
 from relayproject.limits import LimitExceeded
 
@@ -87,3 +88,49 @@ def endpoint_room_take(merchant: Merchant) -> None:
         f"count) and may have at most {limit}: {source}. Delete one, or ask the "
         "platform's staff to raise the limit. Nothing was created.",
     )
+
+
+def quotas_in_force(merchant: Merchant) -> list[tuple[str, str]]:
+    """(what, the value in force and where it comes from), for staff pages."""
+
+    def source(override: object, setting: str) -> str:
+        return "set for this merchant" if override is not None else setting
+
+    limit = max_endpoints(merchant)
+    count = (
+        Endpoint.objects.filter(merchant_id=merchant.pk).count() if merchant.pk else 0
+    )
+    rate = publish_rate(merchant)
+    if rate is None:
+        rate_words = "not limited (PUBLISH_RATE_PER_MERCHANT is 0)"
+    else:
+        rate_words = (
+            f"{rate.per_second:g} events/s "
+            f"({source(merchant.publish_rate_per_second, 'PUBLISH_RATE_PER_MERCHANT')}), "
+            f"{rate.burst} at once "
+            f"({source(merchant.publish_burst, 'PUBLISH_BURST_PER_MERCHANT')}); "
+            "past it the API answers 429 with Retry-After"
+        )
+    return [
+        (
+            "Endpoints",
+            f"{count} of at most {limit} "
+            f"({source(merchant.max_endpoints, 'MAX_ENDPOINTS_PER_MERCHANT')}; "
+            "disabled ones count)",
+        ),
+        ("Publish rate", rate_words),
+        (
+            "Deliveries per request",
+            f"at most {max_deliveries_per_request()} events x subscribed endpoints "
+            "(MAX_DELIVERIES_PER_REQUEST)",
+        ),
+        (
+            "Each event",
+            f"at most {settings.MAX_EVENT_BYTES} bytes (MAX_EVENT_BYTES), "
+            f"{settings.MAX_EVENT_DEPTH} levels deep (MAX_EVENT_DEPTH)",
+        ),
+        (
+            "Each endpoint filter",
+            f"at most {MAX_FILTER_BYTES} bytes and {MAX_FILTER_COST} steps per event",
+        ),
+    ]
