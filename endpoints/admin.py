@@ -59,13 +59,12 @@ class MerchantAdmin(MembershipGrantsLogged, admin.ModelAdmin):
     )
     list_filter = ("is_active",)
     search_fields = ("slug", "name")
-    readonly_fields = ("sends_at_once",)
+    # The overrides are fields of the form; these show what is enforced.
+    readonly_fields = ("sends_at_once", "quotas_shown")
     inlines = (MembershipInline,)
-    # The overrides are fields of the form; this shows what is enforced.
-    readonly_fields = ("quotas",)
 
     @admin.display(description="quotas in force")
-    def quotas(self, merchant: Merchant) -> str:
+    def quotas_shown(self, merchant: Merchant) -> str:
         return format_html(
             "<ul>{}</ul>",
             format_html_join("", "<li><b>{}</b>: {}</li>", quotas_in_force(merchant)),
