@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from django.contrib.auth.models import User
+from django.urls import reverse
 
 from deliveries.models import Event, PublishBucket
 from deliveries.publish_rate import publish_rate_take
-from endpoints.models import Merchant
+from endpoints.models import EventType, Membership, Merchant
 from relayproject.limits import LimitExceeded
 from tests import factories
 from tests.api.conftest import api_as, assert_problem
@@ -123,3 +125,23 @@ def test_the_bucket_refills_at_the_rate(db):
     publish_rate_take(costs=costs, now=5000.0)
     with pytest.raises(LimitExceeded):
         publish_rate_take(costs={merchant.pk: (merchant, 1)}, now=5000.0)
+
+
+def test_the_portal_example_past_the_rate_is_a_form_error(acme, client):
+    owner = User.objects.create_user("owner", password="pw-for-tests-only")
+    Membership.objects.create(user=owner, merchant=acme, role="owner")
+    client.force_login(owner)
+    EventType.objects.create(name="order.created", example={"n": 1})
+    api_as(acme).post("/events/batch", {"events": [_event()] * 4})  # all 4 tokens
+    endpoint = acme.endpoints.get()
+
+    response = client.post(
+        reverse("portal:endpoint_example", args=["acme", endpoint.pk]),
+        {"event_type": "order.created", "data": '{"n": 2}'},
+    )
+
+    assert response.status_code == 400
+    assert "0.01 events per second" in " ".join(
+        response.context["form"].non_field_errors()
+    )
+    assert Event.objects.count() == 4
