@@ -11,8 +11,9 @@ has validated and fanned out the events and before it writes them (a
 refused request reads the bucket once more, to say when to retry). Why
 there, and not inside the writing statement or before the fan-out:
 
-- A refused request writes nothing, as every refused request (a validation
-  error or the fan-out limit never touches the bucket either).
+- A request refused for any reason writes nothing: one refused by the
+  validator or the fan-out limit never reaches the bucket, one refused by
+  the bucket never reaches the write.
 - Outside the API's write, which is a statement of its own in autocommit:
   the bucket's row lock lasts this statement only (microseconds), not the
   insert of up to 10,000 deliveries, so one merchant's concurrent publishes
@@ -121,8 +122,8 @@ def publish_rate_take(*, costs: Mapping[int, tuple[Merchant, int]], now: float) 
             retry_after=wait,
             detail=f"Merchant {merchant.slug} may publish {_number(rate.per_second)} "
             f"events per second, {rate.burst} at once ({_source(merchant)}); "
-            f"these {count} events pass in {math.ceil(wait)} s. Nothing was "
-            "written.",
+            f"this request's {_events(count)} can pass in {math.ceil(wait)} s. "
+            "Nothing was written.",
         )
 
 
@@ -210,7 +211,7 @@ def _never(merchant: Merchant, count: int, rate: quotas.PublishRate) -> LimitExc
     return LimitExceeded(
         setting="PUBLISH_BURST_PER_MERCHANT",
         limit=rate.burst,
-        detail=f"This request publishes {count} events for merchant "
+        detail=f"This request publishes {_events(count)} for merchant "
         f"{merchant.slug}, which may publish at most {rate.burst} at once "
         f"({_source(merchant)}); send at most {rate.burst} per request. Nothing "
         "was written.",
@@ -225,3 +226,7 @@ def _source(merchant: Merchant) -> str:
 
 def _number(value: float) -> str:
     return f"{value:g}"
+
+
+def _events(count: int) -> str:
+    return f"{count} event" if count == 1 else f"{count} events"
