@@ -1,10 +1,12 @@
 """Publishing as the REST API needs it: by merchant slug, idempotent, in batches.
 
-A publish is one round trip: one statement writes the events, their
-deliveries and the NOTIFY (`deliveries.outbox`), outside a transaction, so no
-BEGIN/COMMIT. The merchants and their active endpoints come from this
-process's cache (`endpoints.audiences`), checked by that statement; a
-merchant not cached, or changed, costs one query that reads them.
+A publish is two round trips, outside a transaction, so no BEGIN/COMMIT:
+the merchants' publish buckets (`deliveries.publish_rate`, skipped when the
+rate is off), then one statement that writes the events, their deliveries
+and the NOTIFY (`deliveries.outbox`). The merchants and their active
+endpoints come from this process's cache (`endpoints.audiences`), checked by
+that statement; a merchant not cached, or changed, costs one query that
+reads them.
 
 Idempotency-Key: one event per (scope, key), whatever the race. On
 PostgreSQL the request runs in a transaction whose first statement reads the

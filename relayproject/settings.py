@@ -290,8 +290,10 @@ MAX_ENDPOINTS_PER_MERCHANT = env.int("MAX_ENDPOINTS_PER_MERCHANT", default=100)
 # batch or in-process call): past it a 422 and nothing is written.
 MAX_DELIVERIES_PER_REQUEST = env.int("MAX_DELIVERIES_PER_REQUEST", default=10_000)
 # Events per second a merchant may publish through the API and the portal,
-# and how many at once after a quiet spell (at least a full batch of 500);
-# a token bucket in PostgreSQL shared by every web process. 0 turns it off.
+# and how many at once after a quiet spell: a request of more events than
+# the burst is refused (a 422), so keep it at least a full batch (500). A
+# token bucket in PostgreSQL shared by every web process; a rate of 0 turns
+# it off.
 PUBLISH_RATE_PER_MERCHANT = env.float("PUBLISH_RATE_PER_MERCHANT", default=1000)
 PUBLISH_BURST_PER_MERCHANT = env.int("PUBLISH_BURST_PER_MERCHANT", default=10_000)
 # How long a web process trusts an API key it has read: a revoked key stops
