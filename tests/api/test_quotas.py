@@ -139,6 +139,8 @@ def test_the_portal_refuses_an_endpoint_past_the_limit_with_a_form_error(acme, c
     assert any("MAX_ENDPOINTS_PER_MERCHANT" in e for e in errors)
     assert "MAX_ENDPOINTS_PER_MERCHANT" in response.content.decode()
     assert Endpoint.objects.filter(merchant=acme).count() == 1
+    listing = client.get(reverse("portal:endpoint_list", args=["acme"]))
+    assert "1 of at most 1 endpoints" in listing.content.decode()
 
 
 def test_the_portal_refuses_a_filter_too_deep_to_parse_beside_the_field(acme, client):

@@ -10,7 +10,7 @@ from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 
-from endpoints import services
+from endpoints import quotas, services
 from endpoints.catalogue import catalogue_names
 from endpoints.filtering import filter_errors, filter_matches
 from endpoints.portal.access import READ, WRITE, Access, portal_view
@@ -73,7 +73,10 @@ def endpoint_list(request: HttpRequest, access: Access) -> HttpResponse:
         )
         for endpoint in failing_first(endpoints)
     ]
-    return page(request, access, "endpoint_list.html", {"rows": rows})
+    limit = quotas.max_endpoints(access.merchant)
+    return page(
+        request, access, "endpoint_list.html", {"rows": rows, "endpoint_limit": limit}
+    )
 
 
 def _save(request: HttpRequest, access: Access, form: EndpointForm, save) -> bool:
