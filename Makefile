@@ -21,7 +21,7 @@ $(STAMP): requirements.txt
 # encryption key for signing secrets made once and kept in DEV_KEY_FILE.
 DEV_KEY_FILE := .dev-encryption-key
 RUN_ENV = DEBUG=true RELAY_DEMO=true RELAY_ALLOW_PRIVATE_DESTINATIONS=true \
-	RELAY_ENCRYPTION_KEYS=$$(cat $(DEV_KEY_FILE))
+	RELAY_BASE_URL=http://$(HOST):$(PORT) RELAY_ENCRYPTION_KEYS=$$(cat $(DEV_KEY_FILE))
 
 $(DEV_KEY_FILE): | install
 	$(BIN)/python -c "from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())" > $@

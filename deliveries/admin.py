@@ -10,7 +10,7 @@ from __future__ import annotations
 from django.contrib import admin
 from django.urls import path
 
-from deliveries import admin_views
+from deliveries import admin_views, words
 from deliveries.admin_columns import (
     REPLAYABLE,
     AttemptInline,
@@ -18,8 +18,10 @@ from deliveries.admin_columns import (
     EndpointFilter,
     page_fields,
 )
+from deliveries.held import delivery_held
 from deliveries.models import DeadLetter, Delivery, DispatcherHeartbeat, Event
 from endpoints.admin_present import QuickRows
+from relayproject.clock import utcnow
 from relayproject.pagination import EstimatedCountPaginator
 
 
@@ -146,6 +148,13 @@ class ReplayableAdmin(QuickRows, DeliveryColumns, admin.ModelAdmin):
                 self.admin_site.admin_view(admin_views.ReplayView.as_view(admin=self)),
                 name=f"{self.opts.app_label}_{self.opts.model_name}_replay",
             ),
+            path(
+                "<path:object_id>/retry-now/",
+                self.admin_site.admin_view(
+                    admin_views.RetryNowView.as_view(admin=self)
+                ),
+                name=f"{self.opts.app_label}_{self.opts.model_name}_retry_now",
+            ),
             *super().get_urls(),
         ]
 
@@ -163,6 +172,14 @@ class ReplayableAdmin(QuickRows, DeliveryColumns, admin.ModelAdmin):
         extra_context = extra_context or {}
         extra_context["can_replay"] = self.has_change_permission(request)
         extra_context["replay_statuses"] = REPLAYABLE
+        delivery = Delivery.objects.select_related("endpoint__health").filter(
+            pk=object_id
+        )
+        delivery = delivery.first()
+        if delivery is not None and delivery.status == Delivery.Status.PENDING:
+            extra_context["retry_refusal"] = words.retry_now_refusal(
+                delivery_held(delivery=delivery, now=utcnow())
+            )
         # Every field is read-only: state changes go through Replay alone.
         extra_context["show_save"] = extra_context["show_save_and_continue"] = False
         extra_context["show_save_and_add_another"] = False

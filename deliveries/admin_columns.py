@@ -13,10 +13,10 @@ import json
 
 from django.contrib import admin
 from django.urls import reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
 
-from deliveries import signing
+from deliveries import signing, words
 from deliveries.held import delivery_held
 from deliveries.models import Attempt, Delivery
 from endpoints.admin_present import cut, ms, row_url
@@ -44,9 +44,9 @@ class AttemptInline(admin.TabularInline):
         "outcome",
         "status_code",
         "duration",
-        "error_kind",
-        "error_message",
+        "error_words",
         "response_excerpt",
+        "sent_record",
         "worker_id",
     )
     ordering = ("number",)
@@ -60,6 +60,38 @@ class AttemptInline(admin.TabularInline):
     @admin.display(description="ms")
     def duration(self, attempt: Attempt) -> str:
         return ms(attempt.response_ms)
+
+    @admin.display(description="error")
+    def error_words(self, attempt: Attempt) -> str:
+        said = words.error_words(
+            error_kind=attempt.error_kind,
+            error_message=attempt.error_message,
+            status_code=attempt.status_code,
+        )
+        if not attempt.error_kind:
+            return said or "-"
+        return format_html('{}<span class="sub">{}</span>', said, attempt.error_kind)
+
+    @admin.display(description="request and response headers")
+    def sent_record(self, attempt: Attempt) -> str:
+        """The attempt's own record: URL and headers as sent (secrets as
+        fingerprints), and the response headers. Never rebuilt."""
+        if attempt.request_url is None:
+            return "not recorded (made before attempts kept their requests)"
+        rows = format_html_join(
+            "", "<tr><th>{}</th><td>{}</td></tr>", attempt.request_headers or []
+        )
+        answer = format_html_join(
+            "", "<tr><th>{}</th><td>{}</td></tr>", attempt.response_headers or []
+        )
+        return format_html(
+            '<details class="attempt-record"><summary>POST {}</summary>'
+            '<table class="headers">{}</table><p>Response headers:</p>'
+            '<table class="headers">{}</table></details>',
+            attempt.request_url,
+            rows,
+            answer or format_html("<tr><td>none</td></tr>"),
+        )
 
     @admin.display(description="response (excerpt)")
     def response_excerpt(self, attempt: Attempt) -> str:
@@ -166,6 +198,14 @@ class DeliveryColumns:
             delivery.endpoint.merchant.slug,
         )
 
+    @admin.display(description="why it stopped")
+    def stop_reason(self, delivery: Delivery) -> str:
+        return words.stop_reason(
+            status=delivery.status,
+            attempts=list(delivery.attempts.all()),
+            attempts_used=delivery.attempts_in_budget,
+        )
+
     @admin.display(description="attempts")
     def attempt_budget(self, delivery: Delivery) -> str:
         line = f"{delivery.attempt_count} made"
@@ -233,4 +273,6 @@ def page_fields(delivery: Delivery | None) -> tuple[str, ...]:
         fields.append("succeeded_at")
     if delivery is None or delivery.dead_at:
         fields.append("dead_at")
+    if delivery is None or delivery.status == Delivery.Status.DEAD:
+        fields.insert(fields.index("status") + 1, "stop_reason")
     return (*fields, "request_body")

@@ -23,10 +23,16 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views import View
 
-from deliveries import alerts, charts, latency, selectors
-from deliveries.held import human_seconds
+from deliveries import alerts, charts, latency, selectors, words
+from deliveries.held import delivery_held, human_seconds
 from deliveries.models import Delivery
-from deliveries.services import ReplayRefused, deliveries_recover, delivery_replay
+from deliveries.services import (
+    ReplayRefused,
+    RetryRefused,
+    deliveries_recover,
+    delivery_replay,
+    delivery_retry_now,
+)
 from endpoints.models import Endpoint
 from relayproject.clock import utcnow
 
@@ -52,17 +58,20 @@ def replay_one(
         model_admin.message_user(request, f"Not replayed: {refused}.", messages.ERROR)
         return False
     model_admin.log_change(request, delivery, "Replayed (fresh attempt budget)")
-    if not delivery.endpoint.is_active:
-        model_admin.message_user(
-            request,
-            f"Replayed {delivery.pk}, but {_disabled_note(delivery.endpoint)}.",
-            messages.WARNING,
-        )
-    else:
-        model_admin.message_user(
-            request, f"Replayed {delivery.pk}: it is pending and will be sent shortly."
-        )
+    # Said from the row as it is now: a paused endpoint holds it, a disabled
+    # one keeps it, otherwise it is due at once.
+    held = _held_now(delivery.pk)
+    model_admin.message_user(
+        request,
+        words.replay_message(delivery_id=delivery.pk, held=held),
+        messages.WARNING if held is not None and held.is_hold else messages.SUCCESS,
+    )
     return True
+
+
+def _held_now(delivery_id: str):
+    delivery = Delivery.objects.select_related("endpoint__health").get(pk=delivery_id)
+    return delivery_held(delivery=delivery, now=utcnow())
 
 
 def replay_many(model_admin: admin.ModelAdmin, request: HttpRequest, queryset) -> None:
@@ -120,6 +129,31 @@ class ReplayView(AdminView):
         ):
             target = reverse("admin:deliveries_delivery_change", args=[delivery.pk])
         return HttpResponseRedirect(target)
+
+
+class RetryNowView(AdminView):
+    """POST: a pending delivery goes now instead of at its retry time, or the
+    message says why it cannot."""
+
+    http_method_names = ["post"]
+
+    def post(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        self.require(request, "change")
+        delivery = get_object_or_404(Delivery, pk=object_id)
+        try:
+            delivery_retry_now(delivery_id=delivery.pk)
+        except RetryRefused as refused:
+            self.admin.message_user(
+                request, f"Not retried now. {refused}", messages.ERROR
+            )
+        else:
+            self.admin.log_change(request, delivery, "Retry now")
+            self.admin.message_user(
+                request, words.retry_now_message(_held_now(delivery.pk))
+            )
+        return HttpResponseRedirect(
+            reverse("admin:deliveries_delivery_change", args=[delivery.pk])
+        )
 
 
 class ReplayEndpointDeadView(AdminView):

@@ -13,12 +13,15 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
+from django.conf import settings
 from django.db.models import Count
 
 from deliveries.dispatch.heartbeat import STALE_AFTER
 from deliveries.held import human_seconds, when
-from deliveries.models import Delivery, DispatcherHeartbeat
+from deliveries.models import Attempt, Delivery, DispatcherHeartbeat
+from deliveries.words import error_words
 from endpoints import breaker
+from endpoints import words as endpoint_words
 from endpoints.models import Endpoint, EndpointHealth
 
 if TYPE_CHECKING:
@@ -142,15 +145,16 @@ def check_breakers(summary: PipelineSummary) -> list[Alert]:
         since = f" since {when(b.since, now=now)}" if b.since else ""
         why = f" ({b.reason})" if b.reason else ""
         if b.state != EndpointHealth.State.OPEN:
-            state, probe = "half-open", "; a probe decides whether it closes"
+            state = "paused, a test delivery is deciding whether sending resumes"
+            probe = ""
         elif b.next_probe_at is not None:
-            state, probe = "open", f"; next probe at {when(b.next_probe_at, now=now)}"
+            state, probe = "paused", f"; next try at {when(b.next_probe_at, now=now)}"
         else:
-            state, probe = "open", ""
+            state, probe = "paused", ""
         alerts.append(
             Alert(
                 "breaker_open",
-                f"Breaker {state} on {b.endpoint_id} ({b.url}){since}{why}: "
+                f"Endpoint {b.endpoint_id} ({b.url}) {state}{since}{why}: "
                 f"{_rows(b.held)}{probe}.",
             )
         )
@@ -227,6 +231,49 @@ def check_failing(summary: PipelineSummary) -> list[Alert]:
     return failure_alerts(now=summary.now)
 
 
+DEGRADED_LINES = 20  # endpoints named; each costs one grouped query
+
+
+def check_degraded(summary: PipelineSummary) -> list[Alert]:
+    """Active endpoints whose 24 h success rate is under DEGRADED_SUCCESS_RATE,
+    with their failures broken down by kind and status."""
+    below = settings.DEGRADED_SUCCESS_RATE
+    healths = (
+        EndpointHealth.objects.filter(
+            endpoint__is_active=True,
+            success_rate__lt=below,
+            sample_count__gte=endpoint_words.DEGRADED_MIN_SAMPLES,
+        )
+        .select_related("endpoint__merchant")
+        .order_by("success_rate", "endpoint_id")[:DEGRADED_LINES]
+    )
+    alerts = []
+    for h in healths:
+        failures = (
+            Attempt.objects.filter(
+                endpoint_id=h.endpoint_id, started_at__gte=summary.now - DAY
+            )
+            .exclude(outcome=Attempt.Outcome.SUCCEEDED)
+            .values_list("error_kind", "status_code")
+            .annotate(n=Count("pk"))
+            .order_by("-n", "error_kind", "status_code")[:5]
+        )
+        kinds = ", ".join(
+            f"{error_words(error_kind=k, error_message='', status_code=s) or k} x{n}"
+            for k, s, n in failures
+        )
+        alerts.append(
+            Alert(
+                "endpoint_degraded",
+                f"Endpoint {h.endpoint_id} ({h.endpoint.url}) of "
+                f"{h.endpoint.merchant.slug}: "
+                f"{endpoint_words.degraded_words(h, below=below)}"
+                f"{'; failures: ' + kinds if kinds else ''}.",
+            )
+        )
+    return alerts
+
+
 CHECKS: list[Callable[[PipelineSummary], list[Alert]]] = [
     check_failing,
     check_oldest_pending,
@@ -235,6 +282,7 @@ CHECKS: list[Callable[[PipelineSummary], list[Alert]]] = [
     check_disabled,
     check_dispatchers,
     check_slow,
+    check_degraded,
 ]
 
 

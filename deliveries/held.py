@@ -1,8 +1,10 @@
 """Why a delivery that is not finished is not moving, and until when.
 
 One place for the words, so the admin, the API and the portal say the same
-thing: "held: breaker open until 14:07:00 UTC", "held: endpoint disabled",
-"held: rate limit", "waiting: retry at 14:02:10 UTC". Pure: it reads the
+thing, in the relay's vocabulary (deliveries/words.py): "Paused after 10
+failures, next try 14:07:00 UTC", "Held: the endpoint is disabled", "Held by
+the rate limit", "Retrying (3 of 10) at 14:02:10 UTC". The reasons
+(``HeldKind``) are the API's machine-stable values. Pure: it reads the
 delivery, its endpoint and the endpoint's health row (select_related
 ``endpoint__health`` so a list costs no query per row) and a `now`.
 """
@@ -13,7 +15,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
+from django.conf import settings
+
 from deliveries.models import Delivery
+from deliveries.words import attempt_progress
 from endpoints import ratelimit
 from endpoints.models import Endpoint, EndpointHealth
 
@@ -46,7 +51,7 @@ HOLDS = frozenset(
 @dataclass(frozen=True)
 class Held:
     reason: HeldKind
-    text: str  # one line for people, e.g. "held: breaker open until 14:07:00 UTC"
+    text: str  # one line for people, e.g. "Paused after 10 failures, next try 14:07:00 UTC"
     until: datetime | None  # when it may move again, when that is known
 
     @property
@@ -72,6 +77,16 @@ def human_seconds(seconds: float | None) -> str:
     if minutes:
         return f"{minutes} min {secs} s"
     return f"{seconds:.1f} s"
+
+
+def _failures(n: int) -> str:
+    return f"{n} failure{'' if n == 1 else 's'}"
+
+
+def _paused(health: EndpointHealth) -> str:
+    # Staff may pause an endpoint by hand, with no failure counted.
+    n = health.consecutive_failures
+    return f"Paused after {_failures(n)}" if n else "Paused"
 
 
 def _health(endpoint: Endpoint) -> EndpointHealth | None:
@@ -106,28 +121,36 @@ def delivery_held(*, delivery: Delivery, now: datetime) -> Held | None:
         if until is not None and until <= now:
             return Held(
                 HeldKind.DUE,
-                f"lease of {worker} ran out at {when(until, now=now)}: "
-                "the next claim takes it over",
+                f"Its dispatcher ({worker}) stopped answering at "
+                f"{when(until, now=now)}: the next claim takes it over",
                 None,
             )
         lease = f" until {when(until, now=now)}" if until else ""
-        return Held(HeldKind.IN_FLIGHT, f"in flight: claimed by {worker}{lease}", until)
+        return Held(
+            HeldKind.IN_FLIGHT, f"Being sent now (by {worker}, claimed{lease})", until
+        )
     endpoint = delivery.endpoint
     if not endpoint.is_active:
         why = f" ({endpoint.disabled_reason})" if endpoint.disabled_reason else ""
-        return Held(HeldKind.ENDPOINT_DISABLED, f"held: endpoint disabled{why}", None)
+        return Held(
+            HeldKind.ENDPOINT_DISABLED,
+            f"Held: the endpoint is disabled{why}; it is sent once it is enabled",
+            None,
+        )
     health = _health(endpoint)
     if health is not None and health.breaker_state == EndpointHealth.State.OPEN:
         probe = health.next_probe_at
+        paused = _paused(health)
         if probe is not None and probe > now:
-            text = f"held: breaker open until {when(probe, now=now)}"
+            text = f"{paused}, next try {when(probe, now=now)}"
         else:
-            text = "held: breaker open, probe due now"
+            text = f"{paused}; the next try is due now"
         return Held(HeldKind.BREAKER_OPEN, text, probe)
     if health is not None and health.breaker_state == EndpointHealth.State.HALF_OPEN:
         return Held(
             HeldKind.BREAKER_HALF_OPEN,
-            "held: breaker half-open, waiting for the probe to answer",
+            f"{_paused(health)}: one test delivery is being sent, its answer "
+            "decides whether sending resumes",
             None,
         )
     if health is not None and endpoint.rate_limit_per_second:
@@ -140,20 +163,22 @@ def delivery_held(*, delivery: Delivery, now: datetime) -> Held | None:
             until = max(now + timedelta(seconds=wait), delivery.next_attempt_at)
             return Held(
                 HeldKind.RATE_LIMIT,
-                f"held: rate limit ({endpoint.rate_limit_per_second:g}/s) "
-                f"until {when(until, now=now)}",
+                f"Held by the rate limit ({endpoint.rate_limit_per_second:g} a "
+                f"second) until {when(until, now=now)}",
                 until,
             )
     if delivery.next_attempt_at > now:
         at = when(delivery.next_attempt_at, now=now)
         if delivery.attempts_in_budget:
+            most = endpoint.max_attempts or settings.MAX_ATTEMPTS
+            progress = attempt_progress(
+                attempts_used=delivery.attempts_in_budget, max_attempts=most
+            )
             return Held(
                 HeldKind.RETRY_SCHEDULED,
-                f"waiting: retry at {at}",
+                f"{progress} at {at}",
                 delivery.next_attempt_at,
             )
-        return Held(
-            HeldKind.SCHEDULED, f"waiting: due at {at}", delivery.next_attempt_at
-        )
+        return Held(HeldKind.SCHEDULED, f"Due at {at}", delivery.next_attempt_at)
     since = when(delivery.next_attempt_at, now=now)
-    return Held(HeldKind.DUE, f"due since {since}", None)
+    return Held(HeldKind.DUE, f"Due now (since {since}): the next claim sends it", None)

@@ -108,7 +108,9 @@ def snapshot_families(reads: Reads) -> Iterator[Metric]:
     )
     depth = GaugeMetricFamily(
         "relay_queue_depth",
-        "Deliveries by state: pending (due now), awaiting_retry, delivering, dead.",
+        "Deliveries by state: pending (due now, claimable), held (due, but the "
+        "endpoint is disabled or its breaker not closed), awaiting_retry, "
+        "delivering, dead.",
         labels=["status"],
     )
     if stored is not None:

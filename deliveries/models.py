@@ -187,6 +187,14 @@ class Attempt(models.Model):
     response_body = models.TextField(blank=True, default="")
     worker_id = models.CharField(max_length=200, blank=True, default="")
     outcome = models.CharField(max_length=16, choices=Outcome.choices)
+    # What this attempt sent and got back, as it was (null on attempts made
+    # before these were kept; nullable so adding them rewrites no partition):
+    # [[name, value], ...] in order, custom header values and signatures as
+    # fingerprints (dispatch/sendloop.recorded_headers); response headers
+    # bounded (dispatch/transport.kept_headers) and sanitised.
+    request_url = models.TextField(null=True, blank=True)
+    request_headers = models.JSONField(null=True, blank=True)
+    response_headers = models.JSONField(null=True, blank=True)
 
     class Meta:
         # delivery_id, not delivery: ordering by the relation would join

@@ -6,13 +6,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import connection
-from django.db.models import Prefetch, Q, QuerySet
+from django.db.models import Count, Prefetch, Q, QuerySet
 
 from deliveries import signing
 from deliveries.dispatch.transport import USER_AGENT
 from deliveries.models import Attempt, Delivery, Event
 from deliveries.stats import QUANTILES, WINDOW, percentile_cont
-from endpoints.selectors import live_secrets
+from deliveries.words import error_words
 from relayproject.pagination import keyset_page
 
 PAGE_SIZE = 50
@@ -146,15 +146,22 @@ def deliveries_page(
 
 @dataclass(frozen=True)
 class SentRequest:
+    url: str
     headers: list[tuple[str, str]]
     body: bytes
+    # "recorded": the attempt's own record; "unrecorded": an attempt made
+    # before requests were kept (headers unknown); "next": nothing sent yet.
+    source: str
+    number: int
 
 
-def delivery_request(*, delivery: Delivery, now: datetime) -> SentRequest:
-    """The request of the last attempt (or the next one), rebuilt like the dispatcher does.
+def delivery_request(*, delivery: Delivery) -> SentRequest:
+    """The request of the last attempt as that attempt recorded it, or the
+    next one's as it will be sent when there is no attempt yet.
 
-    The body comes from the same serialize_body the dispatcher signs and sends;
-    signatures are computed with the secrets that sign now.
+    Never rebuilt from the endpoint's current URL or secrets for an attempt
+    that was made: those may have changed since. The body is the event's,
+    serialised as the dispatcher signs and sends it (the same bytes every time).
     """
     event = delivery.event
     body = signing.serialize_body(
@@ -165,32 +172,19 @@ def delivery_request(*, delivery: Delivery, now: datetime) -> SentRequest:
     )
     attempts = list(delivery.attempts.all())
     last = attempts[-1] if attempts else None
-    number = last.number if last else delivery.attempt_count + 1
+    if last is not None:
+        if last.request_url is None:
+            return SentRequest("", [], body, "unrecorded", last.number)
+        headers = [(name, value) for name, value in last.request_headers or []]
+        return SentRequest(last.request_url, headers, body, "recorded", last.number)
+    number = delivery.attempt_count + 1
     headers = [
         ("Content-Type", "application/json"),
         ("User-Agent", USER_AGENT),
         ("webhook-id", event.pk),
+        ("webhook-timestamp", "(set when it is sent)"),
+        ("webhook-signature", "(v1,… one per live secret, at send time)"),
     ]
-    if last is not None:
-        timestamp = int(last.started_at.timestamp())
-        secrets = live_secrets(endpoint_ids=[delivery.endpoint_id], now=now).get(
-            delivery.endpoint_id, []
-        )
-        headers.append(("webhook-timestamp", str(timestamp)))
-        if secrets:
-            headers.append(
-                (
-                    "webhook-signature",
-                    signing.signature_header(
-                        secrets=secrets, msg_id=event.pk, timestamp=timestamp, body=body
-                    ),
-                )
-            )
-    else:
-        headers.append(("webhook-timestamp", "(set when it is sent)"))
-        headers.append(
-            ("webhook-signature", "v1,… (one per live secret, at send time)")
-        )
     # Custom header values may be credentials: named here, never shown.
     headers += [(name, HIDDEN_VALUE) for name in delivery.endpoint.headers or {}]
     headers += [
@@ -198,7 +192,7 @@ def delivery_request(*, delivery: Delivery, now: datetime) -> SentRequest:
         ("X-Relay-Delivery-Id", delivery.pk),
         ("X-Relay-Attempt", str(number)),
     ]
-    return SentRequest(headers=headers, body=body)
+    return SentRequest(delivery.endpoint.url, headers, body, "next", number)
 
 
 @dataclass(frozen=True)
@@ -301,3 +295,33 @@ def _window_python(endpoint_id: str, *, since: datetime, first_hour: datetime):
         else (None, None, None)
     )
     return counts, quantiles, len(latencies), successes
+
+
+@dataclass(frozen=True)
+class ErrorCount:
+    error_kind: str
+    status_code: int | None
+    count: int
+    words: str
+
+
+def endpoint_errors(
+    *, endpoint_id: str, now: datetime, limit: int = 10
+) -> list[ErrorCount]:
+    """The endpoint's failed attempts over 24 h, by error kind and status, most first."""
+    rows = (
+        Attempt.objects.filter(endpoint_id=endpoint_id, started_at__gte=now - WINDOW)
+        .exclude(outcome=Attempt.Outcome.SUCCEEDED)
+        .values_list("error_kind", "status_code")
+        .annotate(n=Count("pk"))
+        .order_by("-n", "error_kind", "status_code")[:limit]
+    )
+    return [
+        ErrorCount(
+            kind,
+            status,
+            n,
+            error_words(error_kind=kind, error_message="", status_code=status) or kind,
+        )
+        for kind, status, n in rows
+    ]

@@ -13,8 +13,6 @@ from enum import StrEnum
 
 from deliveries.dispatch.errors import DESTINATION_BLOCKED
 
-# Statuses in 4xx that mean "try later" rather than "this request is wrong".
-RETRYABLE_4XX = frozenset({408, 425, 429})
 # Only these carry a Retry-After we honour (contract section 5).
 RETRY_AFTER_STATUSES = frozenset({429, 503})
 # Longest Retry-After taken at face value (about 31 years); a longer one, of any
@@ -31,22 +29,29 @@ class Verdict(StrEnum):
     GONE = "gone"  # 410: dead, and the endpoint is disabled
 
 
-def classify(*, status_code: int | None, error_kind: str | None) -> Verdict:
+def classify(
+    *,
+    status_code: int | None,
+    error_kind: str | None,
+    permanent: frozenset[int] | set[int] = frozenset(),
+) -> Verdict:
     """Map one attempt's outcome to a verdict (contract section 5).
 
-    A status code, when present, decides; anything unrecognised is retried,
-    since the attempt budget bounds a retry but a wrong "dead" loses the event.
+    Every answer that is not 2xx is retried, 4xx included: a receiver that
+    answers 401 for ten minutes during a bad deploy must not lose everything
+    to dead letters. Only 410 and the statuses in ``permanent`` (the
+    endpoint's permanent_statuses with PERMANENT_FAILURE_STATUSES) stop at once.
+    Anything unrecognised is retried, since the attempt budget bounds a retry
+    but a wrong "dead" loses the event.
     """
     if status_code is not None:
         if 200 <= status_code <= 299:
             return Verdict.SUCCEEDED
         if status_code == 410:
             return Verdict.GONE
-        if status_code in RETRYABLE_4XX:
-            return Verdict.RETRY
-        if 400 <= status_code <= 499:
+        if status_code in permanent:
             return Verdict.DEAD
-        # 3xx (redirects are never followed), 5xx, 1xx and out-of-range codes.
+        # 1xx, 3xx (redirects are never followed), 4xx, 5xx, out-of-range codes.
         return Verdict.RETRY
     if error_kind == DESTINATION_BLOCKED:
         # Resending cannot help until someone changes the endpoint URL.

@@ -109,6 +109,12 @@ class AttemptOut(Schema):
     error_message: str
     response_excerpt: str = Field(alias="response_body")
     worker_id: str
+    # What the attempt sent and got back, as recorded; null on attempts made
+    # before these were kept. [[name, value], ...] in order; custom header
+    # values and signatures are fingerprints ("redacted, sha256 1a2b3c4d").
+    request_url: str | None
+    request_headers: list[list[str]] | None
+    response_headers: list[list[str]] | None
 
 
 class DeliveryDetail(DeliveryOut):

@@ -100,7 +100,8 @@ class SlowEndpoint:
 @dataclass(frozen=True)
 class PipelineSummary:
     now: datetime
-    pending: int  # due now, waiting for a dispatcher
+    pending: int  # due now, and a dispatcher may claim it
+    held: int  # due, but its endpoint is disabled or its breaker not closed
     awaiting_retry: int  # pending, due later (backoff)
     in_flight: int  # delivering, under a lease
     dead: int
@@ -131,8 +132,16 @@ class DeadLetterGroup:
     avg_attempts: float
 
 
+_CLAIMABLE = Q(endpoint__is_active=True) & (
+    Q(endpoint__health__breaker_state=EndpointHealth.State.CLOSED)
+    | Q(endpoint__health__isnull=True)
+)
+
+
 def queue_depth(*, now: datetime) -> dict[str, int]:
-    """pending (due now), awaiting_retry, delivering and dead row counts."""
+    """pending (due now and claimable), held (due, but behind a disabled
+    endpoint or a breaker that is not closed), awaiting_retry, delivering and
+    dead row counts."""
     # Totals per status come from (status, id) and the partial dead_at index
     # without reading a row; only "due now" reads rows, from the due index,
     # and due rows are few while dispatchers keep up (a backlog is the alert).
@@ -146,11 +155,18 @@ def queue_depth(*, now: datetime) -> dict[str, int]:
     )
     due = Delivery.objects.filter(
         status=Delivery.Status.PENDING, next_attempt_at__lte=now
-    ).count()
+    ).aggregate(
+        all=Count("pk"),
+        # What a dispatcher may claim now: the claim skips disabled endpoints
+        # and breakers that are not closed (dispatch/claim_sql.py), so rows
+        # behind them are held, not due.
+        claimable=Count("pk", filter=_CLAIMABLE),
+    )
     pending = by_status.get(Delivery.Status.PENDING, 0)
     return {
-        "pending": due,
-        "awaiting_retry": max(0, pending - due),  # two reads, not one snapshot
+        "pending": due["claimable"],
+        "held": due["all"] - due["claimable"],
+        "awaiting_retry": max(0, pending - due["all"]),  # two reads, not one snapshot
         "delivering": by_status.get(Delivery.Status.DELIVERING, 0),
         "dead": Delivery.objects.filter(status=Delivery.Status.DEAD).count(),
     }
@@ -168,11 +184,7 @@ def oldest_pending(*, now: datetime) -> tuple[str | None, float | None]:
         )
         # Rows held by a disabled endpoint or a breaker are not waiting for a
         # dispatcher: their own alerts name them (deliveries.alerts).
-        .filter(endpoint__is_active=True)
-        .filter(
-            Q(endpoint__health__breaker_state=EndpointHealth.State.CLOSED)
-            | Q(endpoint__health__isnull=True)
-        )
+        .filter(_CLAIMABLE)
         .order_by("next_attempt_at")
         .values_list("pk", "next_attempt_at")
         .first()
@@ -248,6 +260,7 @@ def pipeline_summary(*, now: datetime) -> PipelineSummary:
     summary = PipelineSummary(
         now=now,
         pending=depth["pending"],
+        held=depth["held"],
         awaiting_retry=depth["awaiting_retry"],
         in_flight=depth["delivering"],
         dead=depth["dead"],
@@ -376,3 +389,27 @@ def _per_minute(queryset: QuerySet[Delivery], field_name: str) -> dict[datetime,
         .order_by()
     )
     return {row["minute"]: row["n"] for row in rows}
+
+
+@dataclass(frozen=True)
+class Unfinished:
+    due: int  # pending and due now
+    later: int  # pending, due later
+    in_flight: int  # delivering
+
+
+def endpoint_unfinished(*, endpoint_id: str, now: datetime) -> Unfinished:
+    """One endpoint's unfinished deliveries by when they may go, in one query."""
+    counts = Delivery.objects.filter(
+        endpoint_id=endpoint_id,
+        status__in=[Delivery.Status.PENDING, Delivery.Status.DELIVERING],
+    ).aggregate(
+        due=Count(
+            "pk", filter=Q(status=Delivery.Status.PENDING, next_attempt_at__lte=now)
+        ),
+        later=Count(
+            "pk", filter=Q(status=Delivery.Status.PENDING, next_attempt_at__gt=now)
+        ),
+        in_flight=Count("pk", filter=Q(status=Delivery.Status.DELIVERING)),
+    )
+    return Unfinished(**counts)

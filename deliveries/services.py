@@ -11,8 +11,9 @@ from datetime import datetime
 from django.db import transaction
 from django.db.models import F
 
-from deliveries import fanout, validation
+from deliveries import fanout, validation, words
 from deliveries.dispatch import counters
+from deliveries.held import delivery_held
 from deliveries.models import Delivery, Event
 from deliveries.outbox import (
     NOTIFY_CHANNEL,
@@ -324,6 +325,31 @@ def delivery_replay(*, delivery_id: str, now: datetime | None = None) -> Deliver
         )
         counters.counters_add(shard="web", tally={(counters.REPLAYED, ""): 1})
         notify_dispatchers()
+    return delivery
+
+
+class RetryRefused(Exception):
+    """The delivery cannot be sent now; the message says why, in words."""
+
+
+def delivery_retry_now(*, delivery_id: str, now: datetime | None = None) -> Delivery:
+    """A pending delivery waiting for its retry time is due now; its attempt
+    budget is unchanged. Refused, with the reason, when it could not go now
+    anyway (in flight, endpoint disabled, paused, or testing)."""
+    now = now or utcnow()
+    with transaction.atomic():
+        delivery = (
+            Delivery.objects.select_for_update(of=("self",))
+            .select_related("endpoint__health")
+            .get(pk=delivery_id)
+        )
+        refusal = words.retry_now_refusal(delivery_held(delivery=delivery, now=now))
+        if refusal:
+            raise RetryRefused(refusal)
+        if delivery.next_attempt_at > now:
+            delivery.next_attempt_at = now
+            delivery.save(update_fields=["next_attempt_at"])
+            notify_dispatchers()
     return delivery
 
 

@@ -44,6 +44,7 @@ from endpoints.services import (
     endpoint_disable,
     endpoint_enable,
 )
+from endpoints.words import state_label
 from relayproject.jsonlimits import depth_message, json_depth
 
 
@@ -116,21 +117,21 @@ class EndpointActions(QuickRows):
     Each list says how its selected rows map to endpoints with `_endpoints`.
     """
 
-    @admin.action(description="Reset breaker (closed)", permissions=["change"])
+    @admin.action(description="Resume sending (end the pause)", permissions=["change"])
     def reset_breaker(self, request, queryset) -> None:
         endpoints = self._endpoints(queryset)
         for endpoint in endpoints:
             endpoint_breaker_reset(endpoint_id=endpoint.pk)
-        _log_and_tell(self, request, endpoints, "Breaker reset")
+        _log_and_tell(self, request, endpoints, "Sending resumed (pause ended)")
 
-    @admin.action(description="Open breaker", permissions=["change"])
+    @admin.action(description="Pause sending", permissions=["change"])
     def open_breaker(self, request, queryset) -> None:
         endpoints = self._endpoints(queryset)
         for endpoint in endpoints:
             endpoint_breaker_open(
-                endpoint_id=endpoint.pk, reason=f"opened by staff ({request.user})"
+                endpoint_id=endpoint.pk, reason=f"paused by staff ({request.user})"
             )
-        _log_and_tell(self, request, endpoints, "Breaker opened")
+        _log_and_tell(self, request, endpoints, "Paused by staff")
 
     @admin.action(description="Disable endpoint", permissions=["change"])
     def disable_endpoint(self, request, queryset) -> None:
@@ -206,6 +207,7 @@ class EndpointAdmin(EndpointActions, admin.ModelAdmin):
         "max_attempts",
         "rate_limit_per_second",
         "max_in_flight",
+        "permanent_statuses",
         "created_at",
         "updated_at",
         "health_summary",
@@ -225,9 +227,13 @@ class EndpointAdmin(EndpointActions, admin.ModelAdmin):
     def url_cut(self, endpoint: Endpoint) -> str:
         return cut(endpoint.url)
 
-    @admin.display(description="breaker", ordering="health__breaker_state")
+    @admin.display(description="state", ordering="health__breaker_state")
     def breaker_state(self, endpoint: Endpoint) -> str:
-        return endpoint.health.get_breaker_state_display()
+        return state_label(
+            endpoint.health,
+            active=endpoint.is_active,
+            degraded_below=settings.DEGRADED_SUCCESS_RATE,
+        ).text
 
     @admin.display(
         description="p95 ms", ordering=F("health__p95_ms").desc(nulls_last=True)

@@ -21,11 +21,11 @@ from endpoints.models import Endpoint, EndpointHealth
 
 
 class BreakerFilter(admin.SimpleListFilter):
-    title = "breaker"
-    parameter_name = "breaker"
+    title = "sending"
+    parameter_name = "breaker"  # kept: links and bookmarks use it
 
     def lookups(self, request, model_admin):
-        return (("open", "open or half-open"), ("closed", "closed"))
+        return (("open", "paused or testing"), ("closed", "sending"))
 
     def queryset(self, request, queryset):
         if self.value() == "open":
@@ -109,7 +109,7 @@ class EndpointHealthAdmin(EndpointActions, admin.ModelAdmin):
             cut(h.endpoint.url),
         )
 
-    @admin.display(description="breaker", ordering="breaker_state")
+    @admin.display(description="sending", ordering="breaker_state")
     def breaker(self, h: EndpointHealth) -> str:
         words = breaker_words(h)
         if h.breaker_state == EndpointHealth.State.CLOSED:

@@ -20,6 +20,7 @@ from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext as _
 
 from endpoints.models import EndpointHealth
+from endpoints.words import reason_last_error
 
 _ID = "0rowid0"  # stands for a row's id in a URL reversed once
 
@@ -81,23 +82,29 @@ def utc(value: datetime | None) -> str:
 
 
 def breaker_words(health: EndpointHealth) -> str:
-    """E.g. "open since 2026-12-03 14:02:05 UTC: 10 consecutive failures (http 500)"."""
+    """E.g. "paused since 2026-12-03 14:02:05 UTC after 10 failures in a row
+    (last: HTTP 500 Internal Server Error); next try at ...": the portal's
+    vocabulary (endpoints/words.py), with dates and seconds for staff."""
     failures = health.consecutive_failures
     plural = "" if failures == 1 else "s"
-    reason = f" ({health.breaker_reason})" if health.breaker_reason else ""
+    last = reason_last_error(health.breaker_reason)
+    last = f" (last: {last})" if last else ""
     if health.breaker_state == EndpointHealth.State.OPEN:
         return (
-            f"open since {utc(health.opened_at)}{reason}; next probe at "
-            f"{utc(health.next_probe_at)}"
+            f"paused since {utc(health.opened_at)} after {failures} failure{plural} "
+            f"in a row{last}; next try at {utc(health.next_probe_at)}"
         )
     if health.breaker_state == EndpointHealth.State.HALF_OPEN:
-        return f"half-open: a probe decides whether it closes{reason}"
+        return (
+            "testing: one delivery decides whether sending resumes (paused after "
+            f"{failures} failure{plural} in a row{last})"
+        )
     if failures:
         return (
-            f"closed, {failures} consecutive failure{plural} "
-            f"(opens at {health.failure_threshold})"
+            f"sending, {failures} failure{plural} in a row "
+            f"(pauses at {health.failure_threshold})"
         )
-    return "closed"
+    return "sending"
 
 
 def deliveries_links(endpoint_id: str) -> SafeString:

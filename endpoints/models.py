@@ -131,6 +131,9 @@ class Endpoint(models.Model):
     # Sends at once across all dispatchers (claimed rows with a live lease);
     # None means the ENDPOINT_MAX_IN_FLIGHT setting.
     max_in_flight = models.PositiveIntegerField(null=True, blank=True)
+    # Receiver statuses that end a delivery at once instead of being retried
+    # (with PERMANENT_FAILURE_STATUSES); [] retries every non-2xx but 410.
+    permanent_statuses = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

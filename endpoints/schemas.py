@@ -49,6 +49,8 @@ CustomHeaders = Annotated[
 ]
 RateLimit = Annotated[float, Field(gt=0, le=10000)]
 MaxInFlight = Annotated[int, Field(ge=1, le=1000)]
+# 410 is refused by the service (it always disables the endpoint).
+PermanentStatus = Annotated[int, Field(ge=300, le=599)]
 
 
 class MerchantIn(Schema):
@@ -72,6 +74,9 @@ class EndpointIn(Schema):
     filter: PayloadFilter | None = None
     headers: CustomHeaders | None = None
     max_in_flight: MaxInFlight | None = None
+    permanent_statuses: list[PermanentStatus] = Field(
+        default_factory=list, max_length=50
+    )
 
 
 class EndpointPatch(Schema):
@@ -83,6 +88,7 @@ class EndpointPatch(Schema):
     filter: PayloadFilter | None = None
     headers: CustomHeaders | None = None
     max_in_flight: MaxInFlight | None = None
+    permanent_statuses: list[PermanentStatus] | None = Field(None, max_length=50)
     is_active: bool | None = None
 
     def changes(self) -> dict:
@@ -108,6 +114,7 @@ class EndpointOut(Schema):
     filter: dict[str, Any] | None
     headers: dict[str, str]
     max_in_flight: int | None
+    permanent_statuses: list[int]
     breaker_state: str
     created_at: datetime
     updated_at: datetime

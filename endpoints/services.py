@@ -60,8 +60,11 @@ def _clean_fields(
     filter: object = None,
     headers: object = None,
     max_in_flight: int | None = None,
+    permanent_statuses: object = None,
 ) -> dict[str, list[str]]:
     errors: dict[str, list[str]] = {}
+    if problems := permanent_status_errors(permanent_statuses):
+        errors["permanent_statuses"] = problems
     if problems := filter_errors(filter):
         errors["filter"] = problems
     if problems := header_errors(headers):
@@ -93,6 +96,27 @@ def _clean_fields(
     return errors
 
 
+MAX_PERMANENT_STATUSES = 50
+
+
+def permanent_status_errors(statuses: object) -> list[str]:
+    """What is wrong with a permanent_statuses list ([] when nothing; None: unset)."""
+    if statuses is None:
+        return []
+    if not isinstance(statuses, list | tuple):
+        return ["A list of HTTP status codes, e.g. [400, 404]."]
+    if len(statuses) > MAX_PERMANENT_STATUSES:
+        return [f"At most {MAX_PERMANENT_STATUSES} statuses."]
+    for status in statuses:
+        if isinstance(status, bool) or not isinstance(status, int):
+            return [f"Not a status code: {status!r}."]
+        if status == 410:
+            return ["410 always stops delivery and disables the endpoint."]
+        if not 300 <= status <= 599:
+            return [f"{status}: only 300-599 can be a failure to stop on."]
+    return []
+
+
 def endpoint_create(
     *,
     merchant: Merchant,
@@ -104,6 +128,7 @@ def endpoint_create(
     filter: dict | None = None,
     headers: dict[str, str] | None = None,
     max_in_flight: int | None = None,
+    permanent_statuses: Sequence[int] = (),
     now: datetime | None = None,
 ) -> Endpoint:
     """Create an endpoint with its first signing secret and a closed breaker."""
@@ -116,6 +141,7 @@ def endpoint_create(
         filter=filter,
         headers=headers,
         max_in_flight=max_in_flight,
+        permanent_statuses=list(permanent_statuses),
     )
     if len(description) > 500:
         errors["description"] = ["At most 500 characters."]
@@ -133,6 +159,7 @@ def endpoint_create(
             filter=filter or None,
             headers=headers or {},
             max_in_flight=max_in_flight,
+            permanent_statuses=sorted(set(permanent_statuses)),
         )
         EndpointSecret.objects.create(
             endpoint=endpoint, secret=generate_secret(), created_at=now
@@ -156,6 +183,7 @@ def endpoint_update(
     filter=_UNSET,
     headers=_UNSET,
     max_in_flight=_UNSET,
+    permanent_statuses=_UNSET,
     is_active=_UNSET,
     by: str = "api",
     now: datetime | None = None,
@@ -171,6 +199,9 @@ def endpoint_update(
         filter=None if filter is _UNSET else filter,
         headers=None if headers is _UNSET else headers,
         max_in_flight=None if max_in_flight is _UNSET else max_in_flight,
+        permanent_statuses=None
+        if permanent_statuses is _UNSET
+        else list(permanent_statuses or ()),
     )
     if description is not _UNSET and len(description or "") > 500:
         errors["description"] = ["At most 500 characters."]
@@ -187,6 +218,9 @@ def endpoint_update(
         "filter": (filter or None) if filter is not _UNSET else _UNSET,
         "headers": (headers or {}) if headers is not _UNSET else _UNSET,
         "max_in_flight": max_in_flight,
+        "permanent_statuses": sorted(set(permanent_statuses or ()))
+        if permanent_statuses is not _UNSET
+        else _UNSET,
     }
     for field, value in changes.items():
         if value is not _UNSET:

@@ -272,6 +272,14 @@ DB_PREPARED_STATEMENTS = env.bool("DB_PREPARED_STATEMENTS", default=True)
 WORKER_ID = env("WORKER_ID", default=f"{socket.gethostname()}-{os.getpid()}")
 POLL_INTERVAL_SECONDS = env.float("POLL_INTERVAL_SECONDS", default=0.5)
 MAX_ATTEMPTS = env.int("MAX_ATTEMPTS", default=10)
+# An endpoint whose 24 h success rate is under this (0-1) is flagged degraded
+# in the portal and in staff alerts (endpoints/words.py).
+DEGRADED_SUCCESS_RATE = env.float("DEGRADED_SUCCESS_RATE", default=0.9)
+# Receiver statuses that end a delivery at once, for every endpoint (each
+# endpoint may add its own); empty: every non-2xx but 410 is retried.
+PERMANENT_FAILURE_STATUSES = [
+    int(s) for s in env.list("PERMANENT_FAILURE_STATUSES", default=[])
+]
 RETRY_BASE_SECONDS = env.float("RETRY_BASE_SECONDS", default=30)
 RETRY_MAX_DELAY_SECONDS = env.float("RETRY_MAX_DELAY_SECONDS", default=3600)
 BREAKER_FAILURE_THRESHOLD = env.int("BREAKER_FAILURE_THRESHOLD", default=10)
@@ -345,7 +353,11 @@ NOTIFY_EMAIL_MIN_INTERVAL_HOURS = env.float(
     "NOTIFY_EMAIL_MIN_INTERVAL_HOURS", default=24
 )
 # Emails link to the portal: the address people reach it at.
-PORTAL_BASE_URL = env("PORTAL_BASE_URL", default="http://127.0.0.1:8000").rstrip("/")
+# The origin of every link the relay sends (emails): one setting. `make run`
+# sets it from its HOST and PORT; PORTAL_BASE_URL, its former name, is still read.
+RELAY_BASE_URL = env(
+    "RELAY_BASE_URL", default=env("PORTAL_BASE_URL", default="http://127.0.0.1:8000")
+).rstrip("/")
 # smtp://user:password@host:587 (smtp+tls://, smtps://), consolemail://, ...
 vars().update(
     env.email_url(

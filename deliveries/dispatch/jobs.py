@@ -36,6 +36,9 @@ class Job:
     published_at: datetime | None = None  # the event's created_at
     traceparent: str = ""  # the relay.publish span to link the send span to
     is_reclaim: bool = False  # taken over from a dispatcher whose lease ran out
+    # Statuses that end the delivery at once: the endpoint's permanent_statuses
+    # and PERMANENT_FAILURE_STATUSES (deliveries.retry.classify).
+    permanent_statuses: frozenset[int] = frozenset()
 
 
 def jobs_load(
@@ -67,11 +70,13 @@ def jobs_load(
                 "endpoint__rate_limit_per_second",
                 "endpoint__headers",
                 "endpoint__max_in_flight",
+                "endpoint__permanent_statuses",
             )
             .order_by("next_attempt_at", "id")
         )
     secrets = live_secrets(endpoint_ids={r.endpoint_id for r in rows}, now=now)
     bodies: dict[str, bytes] = {}
+    permanent_everywhere = frozenset(settings.PERMANENT_FAILURE_STATUSES)
     jobs = []
     for row in rows:
         event = row.event
@@ -104,6 +109,8 @@ def jobs_load(
                 published_at=event.created_at,
                 traceparent=event.traceparent,
                 is_reclaim=row.pk in reclaimed_ids,
+                permanent_statuses=permanent_everywhere
+                | frozenset(row.endpoint.permanent_statuses or ()),
             )
         )
     return jobs

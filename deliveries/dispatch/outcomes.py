@@ -45,6 +45,7 @@ class Sent:
     event_id: str = ""
     merchant_id: int | None = None
     published_at: datetime | None = None  # the event's created_at
+    permanent_statuses: frozenset[int] = frozenset()
 
 
 @dataclass
@@ -184,7 +185,9 @@ def _health_rows_locked(endpoint_ids: list[str]) -> dict[str, EndpointHealth]:
 
 def _verdict(item: Sent) -> retry.Verdict:
     verdict = retry.classify(
-        status_code=item.result.status_code, error_kind=item.result.error_kind
+        status_code=item.result.status_code,
+        error_kind=item.result.error_kind,
+        permanent=item.permanent_statuses,
     )
     used = item.attempt_count + 1 - item.budget_start
     if verdict == retry.Verdict.RETRY and used >= item.max_attempts:
@@ -327,13 +330,28 @@ def _attempt_row(item: Sent, verdict: retry.Verdict, *, worker_id: str) -> Attem
         response_ms=result.duration_ms,
         status_code=result.status_code,
         error_kind=storable_text(result.error_kind, limit=40)
-        or (errors.HTTP_STATUS if verdict != retry.Verdict.SUCCEEDED else ""),
+        or _status_kind(item, verdict),
         # A receiver shaped these: no NUL, no lone surrogate may reach the database.
         error_message=storable_text(result.error_message, limit=500),
         response_body=storable_text(result.body_excerpt),
         worker_id=worker_id,
         outcome=str(verdict),
+        request_url=result.request_url or None,
+        request_headers=[list(h) for h in result.request_headers] or None,
+        response_headers=[
+            [storable_text(name), storable_text(value)]
+            for name, value in result.response_headers
+        ]
+        or None,
     )
+
+
+def _status_kind(item: Sent, verdict: retry.Verdict) -> str:
+    if verdict == retry.Verdict.SUCCEEDED:
+        return ""
+    if item.result.status_code in item.permanent_statuses:
+        return errors.PERMANENT_STATUS
+    return errors.HTTP_STATUS
 
 
 _HEALTH_FIELDS = [

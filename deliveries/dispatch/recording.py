@@ -125,6 +125,9 @@ def _plainer(result: SendResult, failure: Exception) -> list[SendResult]:
         duration_ms=duration,
         error_kind=kind or ("" if status is not None else errors.INVALID_RESPONSE),
         error_message=f"the response could not be stored ({type(failure).__name__})",
+        # Ours, not the receiver's: what was sent still shows.
+        request_url=result.request_url,
+        request_headers=result.request_headers,
     )
     bare = replace(
         stripped,

@@ -63,6 +63,7 @@ class Returns:
                 event_id=f.job.event_id,
                 merchant_id=f.job.merchant_id,
                 published_at=f.job.published_at,
+                permanent_statuses=f.job.permanent_statuses,
             )
             for f in finished
         ]

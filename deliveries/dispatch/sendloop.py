@@ -11,12 +11,13 @@ object crosses between them.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import inspect
 import queue
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from django.conf import settings
@@ -26,7 +27,7 @@ from deliveries import signing
 from deliveries.dispatch import errors, spans
 from deliveries.dispatch.jobs import Job
 from deliveries.dispatch.lanes import Lanes
-from deliveries.dispatch.transport import OutgoingRequest, SendResult
+from deliveries.dispatch.transport import OutgoingRequest, SendResult, wire_headers
 
 # Past its own deadline the transport has failed to stop an attempt: the loop
 # ends it this much later, so a stuck send can never keep a dispatcher from
@@ -227,6 +228,14 @@ class SendLoop:
         request = signed_request(
             job, timestamp=int(started_at.timestamp()), traceparent=traceparent
         )
+        result = await self._send_request(request)
+        return replace(
+            result,
+            request_url=request.url,
+            request_headers=recorded_headers(request, secret_names=job.headers),
+        )
+
+    async def _send_request(self, request: OutgoingRequest) -> SendResult:
         if not self._is_async:
             return await self._loop.run_in_executor(
                 self._pool, self.sender.send, request
@@ -265,6 +274,28 @@ def signed_request(
     if traceparent:  # RELAY_SEND_TRACEPARENT: off unless asked for
         headers["traceparent"] = traceparent
     return OutgoingRequest(url=job.url, headers=headers, body=job.body)
+
+
+# Headers whose values open the receiver: kept as a fingerprint only, so the
+# attempt shows that they were sent (and whether two attempts sent the same)
+# without storing them.
+SIGNATURE_HEADER = "webhook-signature"
+
+
+def fingerprint(value: str) -> str:
+    return "redacted, sha256 " + hashlib.sha256(value.encode()).hexdigest()[:8]
+
+
+def recorded_headers(
+    request: OutgoingRequest, *, secret_names
+) -> tuple[tuple[str, str], ...]:
+    """The headers as sent, in order, with custom header values and the
+    signatures replaced by their fingerprints."""
+    hidden = {name.lower() for name in secret_names} | {SIGNATURE_HEADER}
+    return tuple(
+        (name, fingerprint(value) if name.lower() in hidden else value)
+        for name, value in wire_headers(request).items()
+    )
 
 
 def _failed(result: SendResult) -> bool:

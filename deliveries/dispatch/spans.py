@@ -36,7 +36,11 @@ def url_without_query(url: str) -> str:
 
 def attempt_outcome(job, *, status_code: int | None, error_kind: str) -> str:
     """What this attempt means for its delivery (before fencing)."""
-    verdict = retry.classify(status_code=status_code, error_kind=error_kind or None)
+    verdict = retry.classify(
+        status_code=status_code,
+        error_kind=error_kind or None,
+        permanent=job.permanent_statuses,
+    )
     used = job.attempt_count + 1 - job.budget_start
     if verdict == retry.Verdict.RETRY and used >= job.max_attempts:
         return str(retry.Verdict.DEAD)

@@ -34,6 +34,10 @@ KEEPALIVE_SECONDS = 30  # an idle connection to a receiver is kept this long
 # or more headers than MAX_HEADERS, ends the attempt as invalid_response.
 MAX_LINE_BYTES = 8190
 MAX_HEADERS = 128
+# Response headers kept for people on the attempt (outcomes sanitises them):
+# the first KEPT_HEADERS, each value cut to KEPT_HEADER_CHARS.
+KEPT_HEADERS = 40
+KEPT_HEADER_CHARS = 300
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,29 @@ class SendResult:
     error_message: str = ""
     body_excerpt: str = ""
     retry_after: str | None = None
+    response_headers: tuple[tuple[str, str], ...] = ()
+    # What was sent, as recorded (sendloop.recorded_request): secrets redacted.
+    request_url: str = ""
+    request_headers: tuple[tuple[str, str], ...] = ()
+
+
+def wire_headers(request: OutgoingRequest) -> dict[str, str]:
+    """The headers send() puts on the wire for request, in that order."""
+    return {
+        **request.headers,
+        "User-Agent": USER_AGENT,
+        "Accept-Encoding": "identity",
+    }
+
+
+def kept_headers(headers) -> tuple[tuple[str, str], ...]:
+    """A receiver's response headers, bounded in count and size."""
+    kept = []
+    for name, value in headers.items():
+        if len(kept) == KEPT_HEADERS:
+            break
+        kept.append((name[:KEPT_HEADER_CHARS], value[:KEPT_HEADER_CHARS]))
+    return tuple(kept)
 
 
 class AsyncSender:
@@ -133,11 +160,7 @@ class AsyncSender:
                 response = await self._client().post(
                     request.url,
                     data=request.body,
-                    headers={
-                        **request.headers,
-                        "User-Agent": USER_AGENT,
-                        "Accept-Encoding": "identity",
-                    },
+                    headers=wire_headers(request),
                     allow_redirects=False,
                 )
                 excerpt, complete = await self._read_excerpt(response)
@@ -169,6 +192,7 @@ class AsyncSender:
             duration_ms=(self.monotonic() - started) * 1000,
             body_excerpt=excerpt.decode("utf-8", errors="replace"),
             retry_after=response.headers.get("Retry-After"),
+            response_headers=kept_headers(response.headers),
         )
 
     async def _read_excerpt(
@@ -250,4 +274,16 @@ def _short(exc: BaseException) -> str:
     if isinstance(exc, aiohttp.ClientResponseError):
         # Its status is aiohttp's (400 = "could not parse"), not the receiver's.
         return f"the response could not be parsed: {exc.message}"[:500]
+    if isinstance(exc, aiohttp.ClientConnectorError) and not isinstance(
+        exc, aiohttp.ClientSSLError
+    ):
+        # What the socket said, for people: "Connection refused (127.0.0.1:9)",
+        # not aiohttp's "Cannot connect to host ... ssl:default [...]".
+        where = f"{exc.host}:{exc.port}"
+        if isinstance(exc.os_error, ConnectionRefusedError):
+            return f"Connection refused ({where})"
+        reason = exc.os_error.strerror or type(exc.os_error).__name__
+        return f"Could not connect to {where}: {reason}"[:500]
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return "The receiver closed the connection before answering"
     return f"{type(exc).__name__}: {exc}"[:500]

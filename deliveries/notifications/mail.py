@@ -48,7 +48,7 @@ def recipients_of(*, merchant_id: int) -> list[str]:
 
 
 def portal_url(name: str, *args: str) -> str:
-    return settings.PORTAL_BASE_URL + reverse(name, args=args)
+    return settings.RELAY_BASE_URL + reverse(name, args=args)
 
 
 def email_render(row: OutgoingEmail, *, to: list[str]) -> EmailMultiAlternatives:

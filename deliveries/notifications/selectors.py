@@ -158,11 +158,20 @@ def failure_alerts(*, now: datetime) -> list[Alert]:
 
 def _failing_line(endpoint: Endpoint) -> str:
     h = endpoint.health
-    since = f"{h.last_success_at:%Y-%m-%d %H:%M} UTC" if h.last_success_at else "ever"
+    failures = h.consecutive_failures
+    if h.last_success_at:
+        success = f"last success {h.last_success_at:%Y-%m-%d %H:%M} UTC"
+    else:
+        success = "it has never succeeded"
+    state = ""
+    if h.breaker_state == EndpointHealth.State.OPEN:
+        state = "paused (nothing is sent until the next try), "
+    elif h.breaker_state == EndpointHealth.State.HALF_OPEN:
+        state = "paused, one test delivery decides whether sending resumes, "
     return (
         f"Endpoint {endpoint.pk} ({endpoint.url}) of {endpoint.merchant.slug} is "
-        f"failing: breaker {h.get_breaker_state_display().lower()}, "
-        f"{h.consecutive_failures} consecutive failures, no success since {since}."
+        f"failing: {state}{failures} failure{'' if failures == 1 else 's'} in a "
+        f"row, {success}."
     )
 
 

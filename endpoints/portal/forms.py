@@ -50,7 +50,8 @@ class EndpointForm(forms.Form):
         ),
     )
     max_attempts = forms.IntegerField(
-        required=False, help_text="Empty: the relay default."
+        required=False,
+        help_text="Empty: the relay's default.",
     )
     rate_limit_per_second = forms.FloatField(
         label="Rate limit (per second)", required=False, help_text="Empty: no limit."
@@ -84,9 +85,22 @@ class EndpointForm(forms.Form):
         help_text="One 'Name: value' per line, up to 20; sent with every request.",
     )
     max_in_flight = forms.IntegerField(
-        label="Max in flight",
+        label="Sent at once, at most",
         required=False,
-        help_text="Requests sent at once to this endpoint. Empty: the relay default.",
+        help_text=(
+            "Requests sent at once to this endpoint. Empty: the relay's default."
+        ),
+    )
+
+    permanent_statuses = forms.CharField(
+        label="Stop retrying on",
+        required=False,
+        widget=forms.TextInput(attrs={"placeholder": "e.g. 400, 422"}),
+        help_text=(
+            "HTTP statuses that end a delivery at once, comma separated. Empty: "
+            "every answer that is not 2xx is retried; 410 Gone always stops and "
+            "disables the endpoint."
+        ),
     )
 
     def __init__(
@@ -111,6 +125,14 @@ class EndpointForm(forms.Form):
             )
         else:
             del self.fields["remove_headers"]
+        # The defaults as they are now, not at import time.
+        self.fields[
+            "max_attempts"
+        ].help_text = f"Empty: the relay's default, {settings.MAX_ATTEMPTS}."
+        self.fields["max_in_flight"].help_text = (
+            "Requests sent at once to this endpoint. Empty: the relay's default, "
+            f"{settings.ENDPOINT_MAX_IN_FLIGHT}."
+        )
         self.fields["known_event_types"].choices = [(t, t) for t in seen_types]
         if seen_types:
             self.fields["event_types"].help_text = (
@@ -134,6 +156,9 @@ class EndpointForm(forms.Form):
             "rate_limit_per_second": endpoint.rate_limit_per_second,
             "filter": json.dumps(endpoint.filter, indent=2) if endpoint.filter else "",
             "max_in_flight": endpoint.max_in_flight,
+            "permanent_statuses": ", ".join(
+                str(s) for s in endpoint.permanent_statuses or ()
+            ),
         }
 
     def clean_filter(self):
@@ -148,6 +173,14 @@ class EndpointForm(forms.Form):
             raise ValidationError(
                 f"A filter nests at most {MAX_DEPTH} fields deep."
             ) from None
+
+    def clean_permanent_statuses(self):
+        statuses = []
+        for word in self.cleaned_data["permanent_statuses"].replace(",", " ").split():
+            if not word.isascii() or not word.isdigit():
+                raise ValidationError(f"Not a status code: {word!r}.")
+            statuses.append(int(word))
+        return statuses
 
     def clean_headers(self):
         headers: dict[str, str] = {}
@@ -187,6 +220,7 @@ class EndpointForm(forms.Form):
             "filter": data["filter"],
             "headers": self._headers_kept_and_written(),
             "max_in_flight": data["max_in_flight"],
+            "permanent_statuses": data["permanent_statuses"],
         }
 
     def add_service_errors(self, error: ValidationError) -> None:

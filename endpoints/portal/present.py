@@ -1,55 +1,15 @@
-"""Pure presentation helpers: the breaker in words and the hourly SVG chart."""
+"""Pure presentation helpers: the curl command and the hourly SVG chart."""
 
 from __future__ import annotations
 
 import shlex
 from collections.abc import Sequence
-from datetime import datetime
 
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from endpoints.models import EndpointHealth
-
-
-def _hm(value: datetime | None) -> str:
-    return value.strftime("%H:%M") if value else "?"
-
-
-def breaker_words(health: EndpointHealth | None, *, active: bool = True) -> str:
-    """E.g. "opened at 14:02 after 10 consecutive failures; next probe at 14:07"."""
-    if not active:
-        # "deliveries flow normally" beside a disabled endpoint misleads.
-        return "not in use: the endpoint is disabled, nothing is sent"
-    if health is None:
-        return "closed: no delivery has been recorded yet"
-    failures = health.consecutive_failures
-    plural = "" if failures == 1 else "s"
-    reason = health.breaker_reason
-    if health.breaker_state == EndpointHealth.State.OPEN:
-        # The stored reason already says how it opened ("opened after 10
-        # consecutive failures (last: http 500)"): say it once.
-        how = f"; why: {reason}" if reason else ""
-        after = "" if reason else f" after {failures} consecutive failure{plural}"
-        return (
-            f"opened at {_hm(health.opened_at)}{after}; next probe at "
-            f"{_hm(health.next_probe_at)}{how}"
-        )
-    elif health.breaker_state == EndpointHealth.State.HALF_OPEN:
-        words = (
-            f"half-open since {_hm(health.next_probe_at)}: one probe delivery "
-            f"decides whether it closes (after {failures} consecutive failure{plural})"
-        )
-    elif failures:
-        words = (
-            f"closed, {failures} consecutive failure{plural} so far; it opens at "
-            f"{health.failure_threshold}"
-        )
-    else:
-        words = "closed: deliveries flow normally"
-    if reason and health.breaker_state == EndpointHealth.State.HALF_OPEN:
-        words += f"; why it opened: {reason}"
-    return words
+# curl sets these itself; copying ours would only mislead.
+_NOT_FOR_CURL = frozenset({"User-Agent", "Accept-Encoding"})
 
 
 def curl_command(url: str, headers: Sequence[tuple[str, str]], body: str) -> str:
@@ -60,7 +20,7 @@ def curl_command(url: str, headers: Sequence[tuple[str, str]], body: str) -> str
     """
     lines = [f"curl -X POST {shlex.quote(url)}"]
     for name, value in headers:
-        if value.startswith(("(", "•")) or name == "User-Agent":
+        if value.startswith(("(", "•", "redacted")) or name in _NOT_FOR_CURL:
             continue
         lines.append(f"  -H {shlex.quote(f'{name}: {value}')}")
     lines.append(f"  --data-binary {shlex.quote(body)}")

@@ -60,4 +60,5 @@ urlpatterns = [
     path(DLV, deliveries.delivery_detail, name="delivery_detail"),
     path(DLV + "status.json", deliveries.delivery_status, name="delivery_status"),
     path(DLV + "replay/", deliveries.delivery_replay, name="delivery_replay"),
+    path(DLV + "retry-now/", deliveries.delivery_retry_now, name="delivery_retry_now"),
 ]

@@ -31,7 +31,7 @@ def test_open_then_reset_the_breaker(admin_client, changelist):
 
     act(admin_client, changelist, "open_breaker", endpoint)
     health = EndpointHealth.objects.get(pk=endpoint.pk)
-    assert health.breaker_state == "open" and "opened by staff" in health.breaker_reason
+    assert health.breaker_state == "open" and "paused by staff" in health.breaker_reason
 
     act(admin_client, changelist, "reset_breaker", endpoint)
     health.refresh_from_db()
@@ -43,7 +43,10 @@ def test_open_then_reset_the_breaker(admin_client, changelist):
     messages = list(
         LogEntry.objects.order_by("pk").values_list("object_id", "change_message")
     )
-    assert messages == [(endpoint.pk, "Breaker opened"), (endpoint.pk, "Breaker reset")]
+    assert messages == [
+        (endpoint.pk, "Paused by staff"),
+        (endpoint.pk, "Sending resumed (pause ended)"),
+    ]
 
 
 @pytest.mark.parametrize("changelist", LISTS)

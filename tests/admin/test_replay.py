@@ -129,9 +129,9 @@ def test_replay_towards_a_disabled_endpoint_says_so(admin_client, endpoint):
     )
 
     [message] = messages_of(response)
-    assert (
-        "is disabled (410 Gone)" in message
-        and "not sent until the endpoint is enabled" in message
+    assert message == (
+        f"Replayed {d.pk}: it is pending, but not sent yet. Held: the endpoint is "
+        "disabled (410 Gone); it is sent once it is enabled."
     )
 
 

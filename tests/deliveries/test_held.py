@@ -27,9 +27,11 @@ def _row(*, now: datetime, state: str) -> Delivery:
     kwargs: dict = {"status": "pending", "created_at": now - HOUR}
     if state == "breaker_open":
         health.breaker_state = EndpointHealth.State.OPEN
+        health.consecutive_failures = 10
         health.opened_at, health.next_probe_at = now - HOUR, now + HOUR
     elif state == "breaker_half_open":
         health.breaker_state = EndpointHealth.State.HALF_OPEN
+        health.consecutive_failures = 1
         health.next_probe_at = now + HOUR
     elif state == "disabled":
         endpoint.is_active, endpoint.disabled_reason = False, "410 Gone"
@@ -54,24 +56,29 @@ def _row(*, now: datetime, state: str) -> Delivery:
 
 # state -> (reason, the words, when it may move again)
 TABLE = {
-    "breaker_open": (HeldKind.BREAKER_OPEN, "held: breaker open until {+1h}", "+1h"),
+    "breaker_open": (
+        HeldKind.BREAKER_OPEN,
+        "Paused after 10 failures, next try {+1h}",
+        "+1h",
+    ),
     "breaker_half_open": (
         HeldKind.BREAKER_HALF_OPEN,
-        "held: breaker half-open, waiting for the probe to answer",
+        "Paused after 1 failure: one test delivery is being sent, its answer "
+        "decides whether sending resumes",
         None,
     ),
     "disabled": (
         HeldKind.ENDPOINT_DISABLED,
-        "held: endpoint disabled (410 Gone)",
+        "Held: the endpoint is disabled (410 Gone); it is sent once it is enabled",
         None,
     ),
     "rate_limited": (
         HeldKind.RATE_LIMIT,
-        "held: rate limit (0.5/s) until {+2s}",
+        "Held by the rate limit (0.5 a second) until {+2s}",
         "+2s",
     ),
-    "retry": (HeldKind.RETRY_SCHEDULED, "waiting: retry at {+1h}", "+1h"),
-    "due": (HeldKind.DUE, "due since {-1h}", None),
+    "retry": (HeldKind.RETRY_SCHEDULED, "Retrying (3 of 10) at {+1h}", "+1h"),
+    "due": (HeldKind.DUE, "Due now (since {-1h}): the next claim sends it", None),
 }
 OFFSETS = {"+1h": HOUR, "+2s": timedelta(seconds=2), "-1h": -HOUR}
 
@@ -106,7 +113,7 @@ def test_delivering_row_names_its_worker_and_lease():
     now = datetime(2026, 12, 3, 14, 0, 5, tzinfo=UTC)
     held = delivery_held(delivery=_row(now=now, state="delivering"), now=now)
     assert held.reason == HeldKind.IN_FLIGHT
-    assert held.text == "in flight: claimed by w1 until 14:05:05 UTC"
+    assert held.text == "Being sent now (by w1, claimed until 14:05:05 UTC)"
 
 
 def test_delivering_row_whose_lease_ran_out_is_due():
@@ -114,7 +121,8 @@ def test_delivering_row_whose_lease_ran_out_is_due():
     held = delivery_held(delivery=_row(now=now, state="lease_expired"), now=now)
     assert held.reason == HeldKind.DUE
     assert held.text == (
-        "lease of w1 ran out at 13:05:05 UTC: the next claim takes it over"
+        "Its dispatcher (w1) stopped answering at 13:05:05 UTC: the next claim "
+        "takes it over"
     )
 
 

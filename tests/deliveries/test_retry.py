@@ -27,13 +27,13 @@ BASE, MAX_DELAY = 30.0, 3600.0
         (299, None, Verdict.SUCCEEDED),
         (301, errors.HTTP_STATUS, Verdict.RETRY),
         (302, errors.HTTP_STATUS, Verdict.RETRY),
-        (400, errors.HTTP_STATUS, Verdict.DEAD),
-        (401, errors.HTTP_STATUS, Verdict.DEAD),
-        (403, errors.HTTP_STATUS, Verdict.DEAD),
-        (404, errors.HTTP_STATUS, Verdict.DEAD),
+        (400, errors.HTTP_STATUS, Verdict.RETRY),
+        (401, errors.HTTP_STATUS, Verdict.RETRY),
+        (403, errors.HTTP_STATUS, Verdict.RETRY),
+        (404, errors.HTTP_STATUS, Verdict.RETRY),
         (408, errors.HTTP_STATUS, Verdict.RETRY),
         (410, errors.HTTP_STATUS, Verdict.GONE),
-        (422, errors.HTTP_STATUS, Verdict.DEAD),
+        (422, errors.HTTP_STATUS, Verdict.RETRY),
         (425, errors.HTTP_STATUS, Verdict.RETRY),
         (429, errors.HTTP_STATUS, Verdict.RETRY),
         (500, errors.HTTP_STATUS, Verdict.RETRY),
@@ -56,6 +56,27 @@ BASE, MAX_DELAY = 30.0, 3600.0
 )
 def test_classify(status_code, error_kind, verdict):
     assert classify(status_code=status_code, error_kind=error_kind) is verdict
+
+
+@pytest.mark.parametrize(
+    ("status_code", "permanent", "verdict"),
+    [
+        (401, frozenset({401}), Verdict.DEAD),
+        (401, frozenset({400, 422}), Verdict.RETRY),
+        (500, frozenset({500}), Verdict.DEAD),
+        (302, frozenset({302}), Verdict.DEAD),
+        # 410 always disables; 2xx always succeeds, whatever the list says.
+        (410, frozenset({410}), Verdict.GONE),
+        (200, frozenset({200}), Verdict.SUCCEEDED),
+        (None, frozenset({401}), Verdict.RETRY),
+    ],
+)
+def test_a_permanent_status_is_dead_at_once(status_code, permanent, verdict):
+    kind = errors.HTTP_STATUS if status_code else errors.TIMEOUT
+    assert (
+        classify(status_code=status_code, error_kind=kind, permanent=permanent)
+        is verdict
+    )
 
 
 def test_error_kinds_are_the_stored_strings():

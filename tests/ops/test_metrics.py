@@ -98,7 +98,13 @@ def test_queue_gauges_are_the_dispatchers_last_count_with_its_age(client):
     m = scrape(client)
 
     depth = {k[1][0][1]: v for k, v in m.items() if k[0] == "relay_queue_depth"}
-    assert depth == {"pending": 1, "awaiting_retry": 1, "delivering": 1, "dead": 1}
+    assert depth == {
+        "pending": 1,
+        "held": 0,
+        "awaiting_retry": 1,
+        "delivering": 1,
+        "dead": 1,
+    }
     # As of the count, 7 s ago: the oldest had waited 5 min less those 7 s.
     assert m[("relay_oldest_pending_seconds", ())] == pytest.approx(293, abs=1)
     assert m[("relay_breakers_open", ())] == 0
@@ -114,7 +120,13 @@ def test_the_figures_do_not_move_without_a_dispatcher_and_their_age_says_so(clie
     m = scrape(client)
 
     depth = {k[1][0][1]: v for k, v in m.items() if k[0] == "relay_queue_depth"}
-    assert depth == {"pending": 0, "awaiting_retry": 0, "delivering": 0, "dead": 0}
+    assert depth == {
+        "pending": 0,
+        "held": 0,
+        "awaiting_retry": 0,
+        "delivering": 0,
+        "dead": 0,
+    }
     assert m[("relay_gauges_age_seconds", ())] >= 600
 
 

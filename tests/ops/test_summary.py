@@ -176,3 +176,27 @@ def test_minute_series_buckets_delivered_and_failed_per_minute(world):
     by_minute = {m: (d, f) for m, d, f in series}
     assert by_minute[ago(minutes=10)] == (1, 1)  # one died, one succeeded at -9m30s
     assert by_minute[ago(minutes=29)] == (1, 0)
+
+
+@pytest.mark.parametrize(
+    ("breaker_state", "active", "pending", "held"),
+    [
+        (EndpointHealth.State.CLOSED, True, 1, 0),
+        (EndpointHealth.State.OPEN, True, 0, 1),
+        (EndpointHealth.State.HALF_OPEN, True, 0, 1),
+        (EndpointHealth.State.CLOSED, False, 0, 1),
+    ],
+)
+def test_due_now_counts_only_rows_a_dispatcher_may_claim(
+    breaker_state, active, pending, held
+):
+    endpoint = factories.endpoint()
+    EndpointHealth.objects.filter(pk=endpoint.pk).update(breaker_state=breaker_state)
+    type(endpoint).objects.filter(pk=endpoint.pk).update(is_active=active)
+    seed.delivery(endpoint, status="pending", created_at=ago(minutes=5))
+
+    s = selectors.pipeline_summary(now=NOW)
+
+    assert (s.pending, s.held, s.awaiting_retry) == (pending, held, 0)
+    # "Oldest pending" and "due now" describe the same rows.
+    assert (s.oldest_pending_id is not None) == bool(pending)

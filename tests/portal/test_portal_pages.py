@@ -14,7 +14,8 @@ from deliveries.portal_selectors import PAGE_SIZE, deliveries_page
 from deliveries.services import EventInput, events_publish
 from deliveries.signing import serialize_body
 from endpoints.models import EndpointHealth, Membership
-from endpoints.portal.present import breaker_words, hourly_chart
+from endpoints.portal.present import hourly_chart
+from endpoints.words import breaker_words
 from relayproject.clock import utcnow
 from tests import factories
 from tests.portal.conftest import dead_delivery
@@ -45,12 +46,14 @@ def test_the_delivery_page_shows_the_request_exactly_as_sent(client, world, rece
     for name in (
         "webhook-id",
         "webhook-timestamp",
-        "webhook-signature",
         "X-Relay-Delivery-Id",
         "X-Relay-Attempt",
         "User-Agent",
     ):
         assert f'<th>{name}</th><td class="mono">{got.headers[name]}</td>' in html
+    # The signature is never shown: its fingerprint stands for it.
+    assert '<th>webhook-signature</th><td class="mono">redacted, sha256 ' in html
+    assert got.headers["webhook-signature"] not in html
     event = delivery.event
     body = serialize_body(
         event_id=event.pk,
@@ -74,7 +77,7 @@ def test_a_failed_delivery_page_shows_the_reason_and_the_response(client, world)
     html = client.get(
         url("delivery_detail", world.mine, world.mine.delivery.pk)
     ).content.decode()
-    assert "Failed for good" in html
+    assert "Not retried because its only attempt failed" in html
     assert "HTTP 500" in html
     assert "boom" in html
 
@@ -219,10 +222,10 @@ T = utcnow().replace(hour=14, minute=2)
 @pytest.mark.parametrize(
     ("fields", "words"),
     [
-        ({}, "closed: deliveries flow normally"),
+        ({}, "Sending normally"),
         (
             {"consecutive_failures": 3},
-            "closed, 3 consecutive failures so far; it opens at 10",
+            "Sending; 3 failures in a row so far, it pauses at 10",
         ),
         (
             {
@@ -231,7 +234,8 @@ T = utcnow().replace(hour=14, minute=2)
                 "opened_at": T,
                 "next_probe_at": T + timedelta(minutes=5),
             },
-            "opened at 14:02 after 10 consecutive failures; next probe at 14:07",
+            "Paused at 14:02 UTC after 10 failures in a row, next try 14:07 UTC. "
+            "Nothing is sent and no attempt is spent until then",
         ),
         (
             {
@@ -239,7 +243,7 @@ T = utcnow().replace(hour=14, minute=2)
                 "consecutive_failures": 1,
                 "next_probe_at": T,
             },
-            "half-open since 14:02: one probe delivery decides",
+            "Testing since 14:02 UTC: one delivery decides whether sending resumes",
         ),
     ],
 )
@@ -251,7 +255,7 @@ def test_breaker_words(fields, words):
 def test_breaker_words_of_a_disabled_endpoint_do_not_say_deliveries_flow():
     health = EndpointHealth(failure_threshold=10, cooldown_seconds=300)
     assert breaker_words(health, active=False) == (
-        "not in use: the endpoint is disabled, nothing is sent"
+        "Not in use: the endpoint is disabled, nothing is sent"
     )
 
 

@@ -12,7 +12,8 @@ from deliveries.models import Attempt, Delivery
 from deliveries.portal_selectors import deliveries_page
 from deliveries.services import EventInput, delivery_replay, events_publish
 from endpoints.models import EndpointHealth
-from endpoints.portal.present import breaker_words, hourly_chart
+from endpoints.portal.present import hourly_chart
+from endpoints.words import breaker_words
 from relayproject.clock import utcnow
 from tests.portal.conftest import dead_delivery
 
@@ -53,7 +54,7 @@ def test_the_list_does_not_say_no_traffic_beside_failures(client, world):
     client.force_login(world.owner)
     html = client.get(url("endpoint_list", world.mine)).content.decode()
     assert "no traffic yet" not in html
-    assert "4 consecutive failures" in html
+    assert "4 failures in a row" in html
 
 
 def test_the_breaker_reason_is_said_once():
@@ -68,8 +69,9 @@ def test_the_breaker_reason_is_said_once():
         breaker_reason="opened after 10 consecutive failures (last: http 500)",
     )
     words = breaker_words(health)
-    assert words.count("consecutive failures") == 1
-    assert "http 500" in words and "next probe at" in words
+    assert words.count("10 failures") == 1
+    assert "consecutive" not in words
+    assert "(last: HTTP 500 Internal Server Error)" in words and "next try" in words
 
 
 def test_deliveries_are_found_by_event_or_delivery_id(client, world):
@@ -231,9 +233,9 @@ def test_a_delivery_held_by_an_open_breaker_says_so_and_until_when(client, world
     detail = client.get(
         url("delivery_detail", world.mine, world.mine.delivery.pk)
     ).content.decode()
-    assert f"held: breaker open until {probe:%H:%M:%S} UTC" in detail
+    assert f"Paused, next try {probe:%H:%M:%S} UTC" in detail
     listing = client.get(url("delivery_list", world.mine)).content.decode()
-    assert "held: breaker open until" in listing
+    assert "Paused, next try" in listing
 
 
 def test_a_delivery_held_by_a_disabled_endpoint_says_so(client, world):
@@ -243,4 +245,4 @@ def test_a_delivery_held_by_a_disabled_endpoint_says_so(client, world):
     detail = client.get(
         url("delivery_detail", world.mine, world.mine.delivery.pk)
     ).content.decode()
-    assert "held: endpoint disabled" in detail
+    assert "Held: the endpoint is disabled" in detail

@@ -14,6 +14,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from deliveries import latency, selectors
 from deliveries.held import human_seconds
+from endpoints.words import STATE_WORDS
 from relayproject.clock import utcnow
 
 
@@ -124,6 +125,7 @@ class Command(BaseCommand):
                 ["", "count"],
                 [
                     ["pending (due now)", s.pending],
+                    ["held (paused/disabled)", s.held],
                     ["awaiting retry", s.awaiting_retry],
                     ["in flight", s.in_flight],
                     ["dead", s.dead],
@@ -178,7 +180,7 @@ class Command(BaseCommand):
         lines += ["", "Slow endpoints (p95 over 24 h above 2000 ms)"]
         if s.slow_endpoints:
             lines += _table(
-                ["endpoint", "url", "p50 ms", "p95 ms", "p99 ms", "samples", "breaker"],
+                ["endpoint", "url", "p50 ms", "p95 ms", "p99 ms", "samples", "state"],
                 [
                     [
                         e.endpoint_id,
@@ -187,7 +189,7 @@ class Command(BaseCommand):
                         _ms(e.p95_ms),
                         _ms(e.p99_ms),
                         e.sample_count,
-                        e.breaker_state,
+                        STATE_WORDS.get(e.breaker_state, e.breaker_state),
                     ]
                     for e in s.slow_endpoints
                 ],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect
@@ -108,14 +109,18 @@ def endpoint_deliveries(request: HttpRequest, access: Access) -> HttpResponse:
 
 @portal_view()
 def delivery_detail(request: HttpRequest, access: Access) -> HttpResponse:
+    from deliveries import words
     from deliveries.held import delivery_held
     from deliveries.portal_selectors import delivery_request
 
     delivery = access.delivery
     now = utcnow()
-    sent = delivery_request(delivery=delivery, now=now)
+    sent = delivery_request(delivery=delivery)
     attempts = list(delivery.attempts.all())
     body = sent.body.decode("utf-8")
+    max_attempts = delivery.endpoint.max_attempts or settings.MAX_ATTEMPTS
+    used = delivery.attempts_in_budget
+    held = delivery_held(delivery=delivery, now=now)
     return page(
         request,
         access,
@@ -127,11 +132,27 @@ def delivery_detail(request: HttpRequest, access: Access) -> HttpResponse:
             # A replay of a succeeded delivery waits with a 200 as its last
             # answer: that is not a failure.
             "last_ok": bool(attempts) and attempts[-1].outcome == "succeeded",
-            "held": delivery_held(delivery=delivery, now=now),
-            "sent_headers": sent.headers,
+            "held": held,
+            "max_attempts": max_attempts,
+            "next_attempt": min(used + 1, max_attempts),
+            "progress": words.attempt_progress(
+                attempts_used=used, max_attempts=max_attempts
+            ),
+            "last_failure": words.last_error_words(
+                last_error=delivery.last_error, status_code=delivery.last_status_code
+            ),
+            "stop_reason": words.stop_reason(
+                status=delivery.status, attempts=attempts, attempts_used=used
+            ),
+            "sent": sent,
             "sent_body": body,
-            "curl": curl_command(delivery.endpoint.url, sent.headers, body),
+            "curl": curl_command(sent.url, sent.headers, body),
             "in_progress": delivery.status in IN_PROGRESS,
+            # Retry now: offered on a pending row; when it could not go now
+            # anyway the page says why instead of offering it.
+            "retry_refusal": words.retry_now_refusal(held)
+            if delivery.status == "pending"
+            else None,
             "can_replay": delivery.status not in IN_PROGRESS,
         },
     )
@@ -153,13 +174,43 @@ def delivery_status(request: HttpRequest, access: Access) -> JsonResponse:
 
 @portal_view(methods=WRITE)
 def delivery_replay(request: HttpRequest, access: Access) -> HttpResponse:
+    from deliveries import words
     from deliveries.services import ReplayRefused, delivery_replay
 
     try:
         delivery_replay(delivery_id=access.delivery.pk)
-        messages.success(request, "Replayed: the delivery is pending again.")
     except ReplayRefused:
         messages.error(request, "Only dead or succeeded deliveries can be replayed.")
+    else:
+        held = _held_now(access.delivery.pk)
+        said = words.replay_message(delivery_id=access.delivery.pk, held=held)
+        (messages.warning if held and held.is_hold else messages.success)(request, said)
+    return redirect("portal:delivery_detail", access.merchant.slug, access.delivery.pk)
+
+
+def _held_now(delivery_id: str):
+    """The row's held reason as the database has it now."""
+    from deliveries.held import delivery_held
+    from deliveries.models import Delivery
+
+    delivery = Delivery.objects.select_related("endpoint__health").get(pk=delivery_id)
+    return delivery_held(delivery=delivery, now=utcnow())
+
+
+@portal_view(methods=WRITE)
+def delivery_retry_now(request: HttpRequest, access: Access) -> HttpResponse:
+    """A pending delivery goes now instead of at its retry time, or the page
+    says why it cannot."""
+    from deliveries import words
+    from deliveries.services import RetryRefused, delivery_retry_now
+
+    try:
+        delivery_retry_now(delivery_id=access.delivery.pk)
+    except RetryRefused as refused:
+        messages.error(request, f"Not retried now. {refused}")
+    else:
+        held = _held_now(access.delivery.pk)
+        messages.success(request, words.retry_now_message(held))
     return redirect("portal:delivery_detail", access.merchant.slug, access.delivery.pk)
 
 

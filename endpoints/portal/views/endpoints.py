@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -13,12 +14,13 @@ from django.shortcuts import redirect
 from endpoints import quotas, services
 from endpoints.catalogue import catalogue_names
 from endpoints.filtering import filter_errors, filter_matches
+from endpoints.matching import subscribes_to
 from endpoints.portal.access import READ, WRITE, Access, portal_view
 from endpoints.portal.forms import EndpointForm
-from endpoints.portal.present import breaker_words
 from endpoints.portal.selectors import secrets_live
 from endpoints.portal.views.common import page
 from endpoints.selectors import endpoints_of_merchant
+from endpoints.words import breaker_words, degraded_words, state_label
 from relayproject.clock import utcnow
 from relayproject.limits import LimitExceeded
 
@@ -35,8 +37,23 @@ def _seen_types(access: Access) -> list[str]:
     return sorted(names)
 
 
+PREVIEW_WORDS = {
+    "sent": "would be sent",
+    "not_subscribed": "not subscribed",
+    "filtered": "filtered out",
+}
+
+
+def preview_verdict(*, event_types: list[str], wanted, type: str, data) -> str:
+    """What the endpoint, as the form stands, would do with one event: "sent"
+    only when it both subscribes to the type and the filter lets it through."""
+    if not subscribes_to(event_types, type):
+        return "not_subscribed"
+    return "sent" if filter_matches(wanted, type=type, data=data) else "filtered"
+
+
 def _filter_preview(access: Access, form: EndpointForm) -> list | None:
-    """The last events of this merchant, each marked as passing the filter or not."""
+    """The last events of this merchant, each with what the endpoint would do."""
     from deliveries.portal_selectors import events_recent
 
     if not form.is_valid():
@@ -45,10 +62,14 @@ def _filter_preview(access: Access, form: EndpointForm) -> list | None:
     if filter_errors(wanted):
         form.add_error("filter", filter_errors(wanted))
         return None
-    return [
-        (event, filter_matches(wanted, type=event.type, data=event.data))
-        for event in events_recent(merchant_id=access.merchant.pk)
-    ]
+    types = form.service_kwargs()["event_types"]
+    rows = []
+    for event in events_recent(merchant_id=access.merchant.pk):
+        verdict = preview_verdict(
+            event_types=types, wanted=wanted, type=event.type, data=event.data
+        )
+        rows.append((event, verdict, PREVIEW_WORDS[verdict]))
+    return rows
 
 
 def endpoint_condition(endpoint):
@@ -65,14 +86,19 @@ def endpoint_list(request: HttpRequest, access: Access) -> HttpResponse:
     endpoints = endpoints_of_merchant(merchant_id=access.merchant.pk).select_related(
         "watch"
     )
-    rows = [
-        (
-            endpoint,
-            breaker_words(getattr(endpoint, "health", None), active=endpoint.is_active),
-            is_failing(endpoint),
+    below = settings.DEGRADED_SUCCESS_RATE
+    rows = []
+    for endpoint in failing_first(endpoints):
+        health = getattr(endpoint, "health", None)
+        rows.append(
+            (
+                endpoint,
+                breaker_words(health, active=endpoint.is_active),
+                is_failing(endpoint),
+                state_label(health, active=endpoint.is_active, degraded_below=below),
+                degraded_words(health, below=below) if endpoint.is_active else "",
+            )
         )
-        for endpoint in failing_first(endpoints)
-    ]
     limit = quotas.max_endpoints(access.merchant)
     return page(
         request, access, "endpoint_list.html", {"rows": rows, "endpoint_limit": limit}
@@ -176,6 +202,15 @@ def endpoint_detail(request: HttpRequest, access: Access) -> HttpResponse:
                 getattr(endpoint, "health", None), active=endpoint.is_active
             ),
             "condition": endpoint_condition(endpoint),
+            "defaults": {
+                "max_attempts": settings.MAX_ATTEMPTS,
+                "max_in_flight": settings.ENDPOINT_MAX_IN_FLIGHT,
+            },
+            # The relay-wide ones too: they stop this endpoint's deliveries.
+            "permanent_statuses": sorted(
+                set(endpoint.permanent_statuses or ())
+                | set(settings.PERMANENT_FAILURE_STATUSES)
+            ),
             "filter_json": json.dumps(endpoint.filter, indent=2)
             if endpoint.filter
             else "",
@@ -184,6 +219,15 @@ def endpoint_detail(request: HttpRequest, access: Access) -> HttpResponse:
     if revealed:
         response["Cache-Control"] = "no-store"
     return response
+
+
+def enable_message(endpoint) -> str:
+    """What "Enable" did, from the endpoint's rows after it."""
+    from deliveries import words
+    from deliveries.selectors import endpoint_unfinished
+
+    left = endpoint_unfinished(endpoint_id=endpoint.pk, now=utcnow())
+    return words.enable_message(due=left.due, later=left.later)
 
 
 def reveal_key(endpoint_id: str) -> str:
@@ -200,7 +244,7 @@ def endpoint_toggle(request: HttpRequest, access: Access) -> HttpResponse:
         messages.success(request, "Endpoint disabled: nothing is sent to it.")
     else:
         services.endpoint_enable(endpoint=endpoint)
-        messages.success(request, "Endpoint enabled; its breaker starts closed.")
+        messages.success(request, enable_message(endpoint))
     return redirect("portal:endpoint_detail", access.merchant.slug, endpoint.pk)
 
 

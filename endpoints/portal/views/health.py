@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 
 from endpoints.portal.access import Access, portal_view
-from endpoints.portal.present import breaker_words, hourly_chart
+from endpoints.portal.present import hourly_chart
 from endpoints.portal.views.common import page
+from endpoints.words import breaker_words, degraded_words, slow_words, state_label
 from relayproject.clock import utcnow
 
 
 @portal_view()
 def endpoint_health(request: HttpRequest, access: Access) -> HttpResponse:
-    from deliveries.portal_selectors import endpoint_window
+    from deliveries.portal_selectors import endpoint_errors, endpoint_window
 
-    window = endpoint_window(endpoint_id=access.endpoint.pk, now=utcnow())
+    now = utcnow()
+    endpoint = access.endpoint
+    window = endpoint_window(endpoint_id=endpoint.pk, now=now)
+    health = getattr(endpoint, "health", None)
+    below = settings.DEGRADED_SUCCESS_RATE
     return page(
         request,
         access,
@@ -22,10 +28,18 @@ def endpoint_health(request: HttpRequest, access: Access) -> HttpResponse:
         {
             "window": window,
             "chart": hourly_chart(window.hours),
-            "breaker": breaker_words(
-                getattr(access.endpoint, "health", None),
-                active=access.endpoint.is_active,
+            "breaker": breaker_words(health, active=endpoint.is_active),
+            "label": state_label(
+                health, active=endpoint.is_active, degraded_below=below
             ),
-            "health": getattr(access.endpoint, "health", None),
+            "health": health,
+            "threshold": health.failure_threshold
+            if health
+            else settings.BREAKER_FAILURE_THRESHOLD,
+            "slow": slow_words(
+                health, base_threshold=settings.BREAKER_FAILURE_THRESHOLD
+            ),
+            "degraded": degraded_words(health, below=below),
+            "errors": endpoint_errors(endpoint_id=endpoint.pk, now=now),
         },
     )

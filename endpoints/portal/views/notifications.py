@@ -14,6 +14,7 @@ from deliveries.notifications.mail import recipients_of
 from endpoints.portal.access import READ, WRITE, Access, portal_view
 from endpoints.portal.forms import NotificationsForm
 from endpoints.portal.views.common import page
+from relayproject.clock import utcnow
 
 
 def _initial(access: Access) -> dict:
@@ -66,10 +67,18 @@ def notification_settings_edit(request: HttpRequest, access: Access) -> HttpResp
 @portal_view(methods=WRITE)
 def endpoint_reenable(request: HttpRequest, access: Access) -> HttpResponse:
     """Enable, and send the held deliveries now rather than at their retry time."""
-    count = services.endpoint_reenable(endpoint=access.endpoint, retry_held=True)
+    from deliveries import words
+    from deliveries.selectors import endpoint_unfinished
+
+    services.endpoint_reenable(endpoint=access.endpoint, retry_held=True)
+    # Said from the rows as they are after it, not from what it meant to do.
+    left = endpoint_unfinished(endpoint_id=access.endpoint.pk, now=utcnow())
     messages.success(
         request,
-        f"Endpoint enabled; {count} held "
-        f"{'delivery is' if count == 1 else 'deliveries are'} being sent now.",
+        words.reenable_message(
+            due=left.due,
+            in_flight=left.in_flight,
+            rate_limit=access.endpoint.rate_limit_per_second,
+        ),
     )
     return redirect("portal:endpoint_detail", access.merchant.slug, access.endpoint.pk)

@@ -58,15 +58,42 @@ def test_410_kills_the_delivery_and_disables_the_endpoint():
 
 
 @pytest.mark.parametrize("status", [400, 401, 404, 422])
-def test_a_permanent_4xx_is_dead_at_once(status):
+def test_a_4xx_is_retried_like_any_other_failure(status):
     clock = FakeClock()
-    endpoint = factories.endpoint()
+    endpoint = factories.endpoint(max_attempts=2)
     publish(endpoint, clock)
 
     run(clock, ScriptedSender(ok(status)))
 
-    assert Delivery.objects.get().status == "dead"
+    delivery = Delivery.objects.get()
+    assert (delivery.status, delivery.attempt_count) == ("pending", 1)
+    assert Attempt.objects.get().outcome == "retry"
     assert Endpoint.objects.get().is_active
+
+
+def test_a_status_the_endpoint_makes_permanent_is_dead_at_once():
+    clock = FakeClock()
+    endpoint = factories.endpoint(max_attempts=5)
+    Endpoint.objects.filter(pk=endpoint.pk).update(permanent_statuses=[422])
+    publish(endpoint, clock)
+
+    run(clock, ScriptedSender(ok(422)))
+
+    assert Delivery.objects.get().status == "dead"
+    attempt = Attempt.objects.get()
+    assert (attempt.outcome, attempt.error_kind) == ("dead", "permanent_status")
+    assert Endpoint.objects.get().is_active
+
+
+def test_permanent_failure_statuses_applies_to_every_endpoint(settings):
+    settings.PERMANENT_FAILURE_STATUSES = [400]
+    clock = FakeClock()
+    publish(factories.endpoint(max_attempts=5), clock)
+
+    run(clock, ScriptedSender(ok(400)))
+
+    assert Delivery.objects.get().status == "dead"
+    assert Attempt.objects.get().error_kind == "permanent_status"
 
 
 def test_retry_after_on_429_sets_the_next_attempt(settings):

@@ -20,7 +20,14 @@ def test_a_failing_endpoint_with_a_closed_breaker_has_a_line(endpoint):
     (alert,) = failure_alerts(now=T0 + hours(2))
     assert alert.kind == "endpoint_failing"
     assert endpoint.pk in alert.text
-    assert "no success since 2026-12-01 00:00 UTC" in alert.text
+    assert "last success 2026-12-01 00:00 UTC" in alert.text
+
+
+def test_an_endpoint_that_never_succeeded_says_so(endpoint):
+    attempt(endpoint, T0)
+    (alert,) = failure_alerts(now=T0 + hours(1))
+    assert alert.text.endswith(", it has never succeeded.")
+    assert "since ever" not in alert.text
 
 
 def test_a_dead_or_disabled_operational_endpoint_is_said_loudly(ops_endpoint):

@@ -35,7 +35,7 @@ def drain(now=T0) -> int:
 def test_disabled_email_has_text_html_why_and_the_portal_link(
     endpoint, owner, settings
 ):
-    settings.PORTAL_BASE_URL = "https://relay.example.com"
+    settings.RELAY_BASE_URL = "https://relay.example.com"
     failures(endpoint, start=T0, end=T0 + hours(20), count=20)
     watch_run(now=T0 + hours(120))
     assert mail.outbox == []  # the check only queues it
@@ -74,7 +74,8 @@ def test_failing_email_at_most_once_a_day_per_endpoint_and_kind(endpoint, owner)
         "[webhook-relay] Endpoint failing",
         "[webhook-relay] Endpoint failing",
     ]
-    assert "circuit breaker opened" in mail.outbox[0].body
+    assert "The relay paused it after" in mail.outbox[0].body
+    assert "breaker" not in mail.outbox[0].body
     assert "has not answered successfully since 2026-12-01T00:00" in mail.outbox[1].body
 
 

@@ -1,0 +1,42 @@
+"""Template filters for the relay's vocabulary (deliveries/words.py)."""
+
+from __future__ import annotations
+
+from django import template
+
+from deliveries import words
+from endpoints.words import STATE_WORDS
+
+register = template.Library()
+
+
+@register.filter
+def attempt_error(attempt) -> str:
+    """An attempt's failure in plain words: "Connection refused", "HTTP 401 Unauthorized"."""
+    return words.error_words(
+        error_kind=attempt.error_kind,
+        error_message=attempt.error_message,
+        status_code=attempt.status_code,
+    )
+
+
+@register.filter
+def delivery_error(delivery) -> str:
+    """A delivery's last failure in the same words ("" when it has none)."""
+    return words.last_error_words(
+        last_error=delivery.last_error, status_code=delivery.last_status_code
+    )
+
+
+@register.filter
+def error_text(last_error: str, status_code=None) -> str:
+    """A stored last_error ("http 503", "connection_error: ...") in words."""
+    return words.last_error_words(
+        last_error=last_error or "", status_code=status_code or None
+    )
+
+
+@register.filter
+def state_word(breaker_state: str) -> str:
+    """ "closed" -> "sending", "open" -> "paused", "half_open" -> "testing"."""
+    return STATE_WORDS.get(breaker_state, breaker_state)

@@ -1,0 +1,196 @@
+"""The relay's words for what happened to a delivery: one vocabulary.
+
+The portal, the staff console, the API's ``held`` texts and the emails all
+say it this way: "HTTP 401 Unauthorized", "Connection refused", "Retrying
+(3 of 10)", "Delivery stopped: the receiver answered 410 Gone". Pure: it
+reads the rows it is given and never the database, so each wording is a
+state-table test (tests/deliveries/test_words.py).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+
+from deliveries.dispatch import errors
+from endpoints.words import status_words
+
+# What each error kind is called, before the detail the attempt recorded.
+KIND_WORDS = {
+    errors.TIMEOUT: "Timed out",
+    errors.CONNECTION: "Could not connect",
+    errors.DNS: "The host name did not resolve",
+    errors.TLS: "TLS failed",
+    errors.DESTINATION_BLOCKED: "Destination refused",
+    errors.NO_SIGNING_SECRET: "Not sent: the endpoint has no live signing secret",
+    errors.LEASE_EXPIRED: "The dispatcher sending it stopped before it finished",
+    errors.INVALID_RESPONSE: "The response could not be read",
+}
+# Details that are the kind itself said again, in aiohttp's words.
+_REFUSED_MARKERS = ("connection refused", "connect call failed")
+# "ClientConnectorError: Cannot connect to host ... ssl:default [...]"
+_EXCEPTION = re.compile(r"^[A-Z][A-Za-z]+(Error|Exception)\b")
+_LABEL_ONLY = frozenset({errors.LEASE_EXPIRED, errors.NO_SIGNING_SECRET})
+
+
+def error_words(*, error_kind: str, error_message: str, status_code: int | None) -> str:
+    """One attempt's failure in plain words ("" for a success).
+
+    A status answer is its status; a connection failure says what the
+    socket said ("Connection refused"), never aiohttp's class name.
+    """
+    if status_code is not None and not 200 <= status_code < 300:
+        return status_words(status_code)
+    if not error_kind:
+        return ""
+    message = (error_message or "").strip()
+    if error_kind == errors.CONNECTION:
+        lowered = message.lower()
+        if any(marker in lowered for marker in _REFUSED_MARKERS):
+            return "Connection refused"
+        if "reset" in lowered:
+            return "Connection reset by the receiver"
+        if "disconnected" in lowered or "closed" in lowered:
+            return "The receiver closed the connection before answering"
+        if message and not _EXCEPTION.match(message):
+            return message  # the transport's own words (dispatch/transport.py)
+    label = KIND_WORDS.get(error_kind, error_kind.replace("_", " ").capitalize())
+    if _EXCEPTION.match(message) or error_kind in _LABEL_ONLY:
+        # A Python exception's text is not for merchants; these kinds' detail
+        # says the label again.
+        return label
+    return f"{label}: {message}" if message else label
+
+
+def last_error_words(*, last_error: str, status_code: int | None) -> str:
+    """A delivery's last_error column ("http 500", or "kind: message") in words."""
+    if status_code is not None and not 200 <= status_code < 300:
+        return status_words(status_code)
+    kind, _, message = (last_error or "").partition(": ")
+    if kind in KIND_WORDS:
+        return error_words(error_kind=kind, error_message=message, status_code=None)
+    return last_error
+
+
+def attempt_progress(*, attempts_used: int, max_attempts: int) -> str:
+    """ "Retrying (3 of 10)": the attempt that comes next, of the budget."""
+    return f"Retrying ({min(attempts_used + 1, max_attempts)} of {max_attempts})"
+
+
+def stop_reason(*, status: str, attempts: Sequence, attempts_used: int) -> str:
+    """Why a dead delivery is not retried ("" unless it is dead).
+
+    Read from its last attempt, which recorded the verdict when it was made:
+    a later change of the endpoint's permanent statuses or max attempts does
+    not rewrite history.
+    """
+    if status != "dead":
+        return ""
+    last = attempts[-1] if attempts else None
+    if last is None:
+        return "Not retried: it has no attempt on record."
+    if last.outcome == "gone":
+        return (
+            "Delivery stopped: the receiver answered 410 Gone, so the endpoint "
+            "was disabled. Enable it and replay once the receiver is back."
+        )
+    if last.error_kind == errors.PERMANENT_STATUS:
+        return (
+            f"Not retried because the receiver answered "
+            f"{status_words(last.status_code)}, a status this endpoint treats as "
+            "permanent. Fix the receiver, then replay."
+        )
+    if last.error_kind == errors.DESTINATION_BLOCKED:
+        why = f" ({last.error_message})" if last.error_message else ""
+        return (
+            f"Not retried because the destination is refused{why}: change the "
+            "endpoint's URL, then replay."
+        )
+    failure = error_words(
+        error_kind=last.error_kind,
+        error_message=last.error_message,
+        status_code=last.status_code,
+    )
+    used = max(attempts_used, 1)
+    budget = "its only attempt failed" if used == 1 else f"all {used} attempts failed"
+    return (
+        f"Not retried because {budget} (last: {failure or 'failed'}), the most "
+        "it was allowed. Replay it once the receiver is fixed."
+    )
+
+
+def _deliveries(n: int, singular: str, plural: str) -> str:
+    return f"{n} held {'delivery ' + singular if n == 1 else 'deliveries ' + plural}"
+
+
+def reenable_message(*, due: int, in_flight: int, rate_limit: float | None) -> str:
+    """What "Re-enable and retry held deliveries" did, from the rows it left."""
+    if not due and not in_flight:
+        return "Endpoint enabled. No delivery was waiting for it."
+    parts = ["Endpoint enabled"]
+    if due:
+        line = _deliveries(due, "is", "are") + " due now: the dispatchers send "
+        line += "it next" if due == 1 else "them next"
+        if rate_limit and due > 1:
+            seconds = math.ceil(due / rate_limit)
+            line += (
+                f", at most {rate_limit:g} a second (its rate limit), so the last "
+                f"goes in about {seconds} s"
+            )
+        parts.append(line)
+    if in_flight:
+        parts.append(
+            f"{in_flight} {'is' if in_flight == 1 else 'are'} being sent already"
+        )
+    return "; ".join(parts) + "."
+
+
+def replay_message(*, delivery_id: str, held) -> str:
+    """What a replay did, from the replayed row's held reason (deliveries.held)."""
+    if held is None or held.reason in ("due", "scheduled"):
+        return f"Replayed {delivery_id}: it is due now; the next claim sends it."
+    return f"Replayed {delivery_id}: it is pending, but not sent yet. {held.text}."
+
+
+def retry_now_refusal(held) -> str:
+    """Why a pending delivery cannot be sent now ("" when it can)."""
+    if held is None:
+        return "Only a pending delivery can be retried now; replay a finished one."
+    reason = str(held.reason)
+    if reason == "in_flight":
+        return "It is being sent now."
+    if reason == "endpoint_disabled":
+        return (
+            "The endpoint is disabled: nothing is sent to it until it is enabled again."
+        )
+    if reason == "breaker_open":
+        return (
+            f"The endpoint is paused: {held.text[0].lower()}{held.text[1:]}. Nothing "
+            "is sent to it before then."
+        )
+    if reason == "breaker_half_open":
+        return (
+            "A test delivery is deciding whether sending resumes: wait for its answer."
+        )
+    return ""
+
+
+def retry_now_message(held) -> str:
+    """What "Retry now" did, from the row's held reason after it."""
+    if held is not None and str(held.reason) == "rate_limit":
+        return f"It is due now, but the rate limit holds it: {held.text}."
+    return "It is due now: the next claim sends it, without waiting for its retry time."
+
+
+def enable_message(*, due: int, later: int) -> str:
+    """What "Enable" did (held deliveries keep their retry times)."""
+    said = "Endpoint enabled: sending starts again."
+    if due:
+        said += f" {due} pending deliver{'y is' if due == 1 else 'ies are'} due now."
+    if later:
+        said += (
+            f" {later} wait{'s' if later == 1 else ''} for "
+            f"{'its' if later == 1 else 'their'} retry time."
+        )
+    return said
