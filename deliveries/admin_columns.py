@@ -28,9 +28,11 @@ REPLAYABLE = (Delivery.Status.DEAD, Delivery.Status.SUCCEEDED)
 
 
 def _result(code: int | None, error: str) -> str:
-    if code and error:
-        return f"{code} · {error}"
-    return str(code) if code else error or "-"
+    """The last answer in the relay's words: "HTTP 503 Service Unavailable",
+    "Connection refused" (deliveries/words.py)."""
+    if code is not None and 200 <= code < 300:
+        return f"HTTP {code}"
+    return words.last_error_words(last_error=error, status_code=code) or "-"
 
 
 class AttemptInline(admin.TabularInline):

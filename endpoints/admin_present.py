@@ -88,17 +88,19 @@ def breaker_words(health: EndpointHealth) -> str:
     failures = health.consecutive_failures
     plural = "" if failures == 1 else "s"
     last = reason_last_error(health.breaker_reason)
-    last = f" (last: {last})" if last else ""
+    if failures:
+        why = f" after {failures} failure{plural} in a row"
+        why += f" (last: {last})" if last else ""
+    else:
+        # Paused by hand: the stored reason says by whom.
+        why = f" ({health.breaker_reason})" if health.breaker_reason else ""
     if health.breaker_state == EndpointHealth.State.OPEN:
         return (
-            f"paused since {utc(health.opened_at)} after {failures} failure{plural} "
-            f"in a row{last}; next try at {utc(health.next_probe_at)}"
+            f"paused since {utc(health.opened_at)}{why}; next try at "
+            f"{utc(health.next_probe_at)}"
         )
     if health.breaker_state == EndpointHealth.State.HALF_OPEN:
-        return (
-            "testing: one delivery decides whether sending resumes (paused after "
-            f"{failures} failure{plural} in a row{last})"
-        )
+        return f"testing: one delivery decides whether sending resumes (paused{why})"
     if failures:
         return (
             f"sending, {failures} failure{plural} in a row "

@@ -109,21 +109,25 @@ def breaker_words(health: EndpointHealth | None, *, active: bool = True) -> str:
         return "Sending: no delivery has been recorded yet"
     failures = health.consecutive_failures
     last = reason_last_error(health.breaker_reason)
-    last = f" (last: {last})" if last else ""
+    if failures:
+        why = f" after {_failures(failures)} in a row"
+        why += f" (last: {last})" if last else ""
+    else:
+        # Paused by hand: the stored reason says by whom.
+        why = f" ({health.breaker_reason})" if health.breaker_reason else ""
     if health.breaker_state == EndpointHealth.State.OPEN:
         again = ""
         if health.breaker_reason.startswith("probe failed"):
             again = "; the test delivery failed too, so the pause doubled"
         return (
-            f"Paused at {_hm(health.opened_at)} UTC after {_failures(failures)} in a "
-            f"row{last}, next try {_hm(health.next_probe_at)} UTC{again}. Nothing "
-            "is sent and no attempt is spent until then"
+            f"Paused at {_hm(health.opened_at)} UTC{why}, next try "
+            f"{_hm(health.next_probe_at)} UTC{again}. Nothing is sent and no "
+            "attempt is spent until then"
         )
     if health.breaker_state == EndpointHealth.State.HALF_OPEN:
         return (
             f"Testing since {_hm(health.next_probe_at)} UTC: one delivery decides "
-            f"whether sending resumes (paused after {_failures(failures)} in a "
-            f"row{last})"
+            f"whether sending resumes (paused{why})"
         )
     if failures:
         return (

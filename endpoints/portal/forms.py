@@ -32,7 +32,7 @@ class EndpointForm(forms.Form):
     url = forms.CharField(
         label="URL",
         max_length=2000,
-        help_text="Where we POST events. Checked against the destination policy.",
+        help_text="Where we POST events.",
         widget=forms.URLInput(attrs={"placeholder": "https://example.com/webhooks"}),
     )
     description = forms.CharField(required=False, max_length=500)
@@ -125,7 +125,12 @@ class EndpointForm(forms.Form):
             )
         else:
             del self.fields["remove_headers"]
-        # The defaults as they are now, not at import time.
+        # The defaults and the policy as they are now, not at import time.
+        if not settings.RELAY_ALLOW_PRIVATE_DESTINATIONS:
+            self.fields["url"].help_text = (
+                "Where we POST events. Addresses on private networks (loopback, "
+                "10.x, 192.168.x, cloud metadata) are refused."
+            )
         self.fields[
             "max_attempts"
         ].help_text = f"Empty: the relay's default, {settings.MAX_ATTEMPTS}."
@@ -328,8 +333,8 @@ class NotificationsForm(forms.Form):
     email_failing = forms.BooleanField(
         required=False,
         label="Email when an endpoint starts failing",
-        help_text="Its breaker opened, or it has not succeeded for half, then 90%, "
-        "of the time after which it is disabled.",
+        help_text="The relay paused it after failures in a row, or it has not "
+        "succeeded for half, then 90%, of the time after which it is disabled.",
     )
     email_disabled = forms.BooleanField(
         required=False, label="Email when an endpoint is disabled"

@@ -55,7 +55,7 @@ def test_disabled_banner_and_reenable(live_server, settings, width):
         shot(page, f"portal-endpoint-disabled-{width}")
         page.click("#reenable")
         expect(page.locator(".messages")).to_contain_text(
-            "1 held delivery is being sent now"
+            "1 held delivery is due now: the dispatchers send it next"
         )
         expect(page.locator("#condition")).to_have_count(0)
     held = Delivery.objects.get(endpoint=endpoint)
