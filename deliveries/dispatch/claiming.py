@@ -178,8 +178,10 @@ def claim_probes(*, worker_id: str, now: datetime, lease_seconds: float) -> Clai
         breaker_state__in=[EndpointHealth.State.OPEN, EndpointHealth.State.HALF_OPEN],
         next_probe_at__lte=now,
         endpoint__is_active=True,
-    ).values_list("endpoint_id", flat=True)
-    for endpoint_id in list(due):
+    ).values_list(
+        "endpoint_id", "endpoint__merchant_id", "endpoint__merchant__max_in_flight"
+    )
+    for endpoint_id, merchant_id, merchant_cap in list(due):
         with transaction.atomic():
             won = EndpointHealth.objects.filter(
                 endpoint_id=endpoint_id,
@@ -193,6 +195,14 @@ def claim_probes(*, worker_id: str, now: datetime, lease_seconds: float) -> Clai
                 next_probe_at=claim.lease_until,
             )
             if not won:
+                continue
+            # A probe is a send like any other: it counts against its
+            # merchant's cap, counted under the merchant's lock as a claim's
+            # rows are (600 breakers due together must not take 600 slots).
+            # Checked once the probe is won, so the health row still decides
+            # between dispatchers; without room it is undone, due next look.
+            if not _merchant_room(merchant_id, cap=merchant_cap, now=now):
+                transaction.set_rollback(True)
                 continue
             rows = list(
                 Delivery.objects.select_for_update(skip_locked=True, of=("self",))
@@ -219,6 +229,15 @@ def claim_probes(*, worker_id: str, now: datetime, lease_seconds: float) -> Clai
                 )
     log_claim(claim)
     return claim
+
+
+def _merchant_room(merchant_id: int, *, cap: int | None, now: datetime) -> bool:
+    """Whether the merchant may have one more send now (its lock taken, to commit)."""
+    if not _merchants_to_count([merchant_id]):
+        return False  # another claim is counting it
+    if cap is None:
+        cap = settings.MERCHANT_MAX_IN_FLIGHT
+    return live_claims([merchant_id], now=now).merchants.get(merchant_id, 0) < cap
 
 
 def _take(

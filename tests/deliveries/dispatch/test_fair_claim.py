@@ -12,6 +12,7 @@ from deliveries.dispatch import claiming
 from deliveries.dispatch.shares import fair_shares, merchant_shares
 from deliveries.models import Delivery
 from deliveries.services import EventInput, events_publish
+from endpoints.models import EndpointHealth
 from tests import factories
 from tests.fakes import FakeClock
 
@@ -209,3 +210,44 @@ def test_a_merchants_cap_counts_live_claims_of_all_its_endpoints(settings):
     assert claim("c") == {}
     clock.advance(LEASE + 1)  # every lease has run out: they count no more
     assert claim("d") == {"capped": 6, "own": 2}
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.both_backends
+def test_a_breakers_probe_waits_for_room_under_its_merchants_cap():
+    clock = FakeClock()
+    merchant = factories.merchant("capped")
+    merchant.max_in_flight = 1
+    merchant.save(update_fields=["max_in_flight"])
+    healthy = factories.endpoint(merchant, url="http://127.0.0.1:9/healthy")
+    failing = factories.endpoint(merchant, url="http://127.0.0.1:9/failing")
+    publish(healthy, 1, clock)
+    publish(failing, 1, clock)
+    EndpointHealth.objects.filter(endpoint=failing).update(
+        breaker_state="open",
+        opened_at=clock.now() - timedelta(seconds=600),
+        next_probe_at=clock.now(),
+    )
+    sent = claiming.claim_batch(
+        worker_id="a", now=clock.now(), lease_seconds=LEASE, limit=10
+    )
+    assert claimed_per_endpoint(sent) == {healthy.pk: 1}
+
+    def probe() -> set[str]:
+        return claiming.claim_probes(
+            worker_id="b", now=clock.now(), lease_seconds=LEASE
+        ).probe_ids
+
+    # The merchant's one send is out: the probe would be a second.
+    assert probe() == set()
+    health = EndpointHealth.objects.get(endpoint=failing)
+    assert (health.breaker_state, health.next_probe_at) == ("open", clock.now())
+    claiming.release(
+        worker_id="a",
+        lease_until=sent.lease_until,
+        delivery_ids=sent.delivery_ids,
+        due_at=clock.now() + timedelta(hours=1),
+    )
+    assert probe() == set(
+        Delivery.objects.filter(endpoint=failing).values_list("pk", flat=True)
+    )
