@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable
 
 from django.conf import settings
+from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 
 from relayproject.clock import SystemClock
@@ -24,8 +25,17 @@ LAST_SEEN_KEY = "relay_last_seen"
 TOUCH_SECONDS = 60
 
 
+def _duration(seconds: int) -> str:
+    if seconds % 3600 == 0:
+        hours = seconds // 3600
+        return f"{hours} hour{'s' if hours != 1 else ''}"
+    minutes = round(seconds / 60)
+    return f"{minutes} minute{'s' if minutes != 1 else ''}"
+
+
 class IdleSessionMiddleware:
-    """After SessionMiddleware; before anything reads `request.user`."""
+    """After SessionMiddleware and MessageMiddleware; before anything reads
+    `request.user`."""
 
     # The seam for tests: anything with now() -> datetime (tests.fakes.FakeClock).
     clock = SystemClock()
@@ -56,6 +66,12 @@ class IdleSessionMiddleware:
                 (session.get("portal_link") or {}).get("link_id", "-"),
             )
             session.flush()
+            messages.info(
+                request,
+                f"You were signed out after {_duration(idle_limit)} without "
+                "activity; sign in again to go on.",
+                fail_silently=True,
+            )
             return
         if last_seen is None or now - last_seen >= min(TOUCH_SECONDS, idle_limit):
             session[LAST_SEEN_KEY] = now

@@ -63,12 +63,14 @@ MIDDLEWARE = [
     # Before anything reads a body: refuses oversized and non-JSON API bodies.
     "relayproject.problems.ApiProblemMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
-    # Signs out a session idle past SESSION_IDLE_SECONDS before auth reads it.
-    "relayproject.sessions.IdleSessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    # Signs out a session idle past SESSION_IDLE_SECONDS before anything reads
+    # request.user (which AuthenticationMiddleware only makes lazily), and
+    # leaves a message for the sign-in page that follows.
+    "relayproject.sessions.IdleSessionMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
     # Last, as django-axes asks: answers 429 once a sign-in is locked out.

@@ -48,6 +48,8 @@ def test_an_idle_portal_session_is_signed_out(clock, owner_client):
 
     assert response.status_code == 302
     assert response["Location"].startswith(reverse("portal:login"))
+    login = owner_client.get(response["Location"]).content.decode()
+    assert "You were signed out after 30 minutes without activity" in login
     # Signed out for good, not just for that request.
     clock.advance(1)
     assert owner_client.get(PORTAL_PAGE).status_code == 302
@@ -64,6 +66,8 @@ def test_an_idle_admin_session_is_signed_out(clock):
 
     assert response.status_code == 302
     assert response["Location"].startswith("/admin/login/")
+    login = client.get(response["Location"]).content.decode()
+    assert "You were signed out after 30 minutes without activity" in login
 
 
 def test_activity_keeps_a_session_alive_past_the_limit(clock, owner_client):
