@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from django.conf import settings
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.http import (
@@ -241,5 +242,10 @@ class PipelineView(AdminView):
             "latency_at": waits_at,
             "alive": alive,
             "stale": stale,
+            "dispatcher_rows": [
+                (d, alerts.dispatcher_state(d, now=now)) for d in [*stale, *alive]
+            ],
+            "rescue_totals": alerts.dispatcher_rescue_totals(),
+            "dead_after": f"{settings.DISPATCHER_DEAD_AFTER_SECONDS:g}",
         }
         return TemplateResponse(request, "admin/deliveries/pipeline.html", context)

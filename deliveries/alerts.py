@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 from django.db.models import Count
 
-from deliveries.dispatch.heartbeat import STALE_AFTER
+from deliveries.dispatch import counters, rescue
 from deliveries.held import human_seconds, when
 from deliveries.models import Attempt, Delivery, DispatcherHeartbeat
 from deliveries.words import error_words
@@ -124,11 +124,47 @@ def endpoints_disabled_count() -> int:
 
 
 def dispatchers(*, now: datetime) -> tuple[list, list]:
-    """(alive, stale) heartbeat rows; stale ones stopped beating STALE_AFTER ago."""
+    """(alive, stale) heartbeat rows; stale ones stopped beating
+    DISPATCHER_DEAD_AFTER_SECONDS ago (declared dead, or not yet judged)."""
+    limit = now - timedelta(seconds=settings.DISPATCHER_DEAD_AFTER_SECONDS)
     rows = list(DispatcherHeartbeat.objects.all())
-    alive = [r for r in rows if r.last_seen_at >= now - STALE_AFTER]
-    stale = [r for r in rows if r.last_seen_at < now - STALE_AFTER]
+    alive = [r for r in rows if r.last_seen_at >= limit]
+    stale = [r for r in rows if r.last_seen_at < limit]
     return alive, stale
+
+
+def declared_dead(row: DispatcherHeartbeat) -> bool:
+    """Declared dead, and has not beaten since."""
+    return row.declared_dead_at is not None and row.declared_dead_at >= row.last_seen_at
+
+
+def dispatcher_state(row: DispatcherHeartbeat, *, now: datetime) -> str:
+    """One line for people: alive, stopped heartbeating, or declared dead."""
+    released = (
+        "1 delivery released"
+        if row.released == 1
+        else f"{row.released} deliveries released"
+    )
+    if declared_dead(row):
+        return f"declared dead at {when(row.declared_dead_at, now=now)}; {released}"
+    limit = now - timedelta(seconds=settings.DISPATCHER_DEAD_AFTER_SECONDS)
+    if row.last_seen_at < limit:
+        return "stopped heartbeating"
+    if row.declared_dead_at is not None:
+        return (
+            f"alive; was declared dead at {when(row.declared_dead_at, now=now)}"
+            f" and came back ({released})"
+        )
+    return "alive"
+
+
+def dispatcher_rescue_totals() -> tuple[int, int]:
+    """(dispatchers declared dead, deliveries released from them), all time."""
+    totals = counters.counter_totals()
+    return (
+        int(totals.get((rescue.DEAD, ""), 0)),
+        int(totals.get((rescue.RELEASED, ""), 0)),
+    )
 
 
 def _rows(n: int) -> str:
@@ -202,14 +238,34 @@ def check_dead_growing(summary: PipelineSummary) -> list[Alert]:
 def check_dispatchers(summary: PipelineSummary) -> list[Alert]:
     now = summary.now
     _, stale = dispatchers(now=now)
-    return [
-        Alert(
-            "dispatcher_stale",
-            f"Dispatcher {d.worker_id} stopped heartbeating: last seen "
-            f"{when(d.last_seen_at, now=now)}.",
-        )
-        for d in stale
-    ]
+    alerts = []
+    for d in stale:
+        if declared_dead(d):
+            if not d.released:
+                held = "it held no delivery"
+            elif d.released == 1:
+                held = "the 1 delivery it held went to the other dispatchers"
+            else:
+                held = (
+                    f"the {d.released} deliveries it held went to the other dispatchers"
+                )
+            alerts.append(
+                Alert(
+                    "dispatcher_dead",
+                    f"Dispatcher {d.worker_id} was declared dead at "
+                    f"{when(d.declared_dead_at, now=now)} (last seen "
+                    f"{when(d.last_seen_at, now=now)}): {held}.",
+                )
+            )
+        else:
+            alerts.append(
+                Alert(
+                    "dispatcher_stale",
+                    f"Dispatcher {d.worker_id} stopped heartbeating: last seen "
+                    f"{when(d.last_seen_at, now=now)}.",
+                )
+            )
+    return alerts
 
 
 def check_slow(summary: PipelineSummary) -> list[Alert]:

@@ -29,7 +29,7 @@ from prometheus_client.metrics_core import (
 from prometheus_client.registry import Collector
 
 from deliveries import alerts, gauges
-from deliveries.dispatch import counters
+from deliveries.dispatch import counters, rescue
 from relayproject.clock import utcnow
 from relayproject.problems import problem_response
 
@@ -141,6 +141,16 @@ def dispatcher_families(reads: Reads) -> Iterator[Metric]:
         "relay_dispatchers_alive",
         "Dispatchers whose heartbeat is recent.",
         value=len(alive),
+    )
+    yield CounterMetricFamily(
+        "relay_dispatchers_dead_total",
+        "Dispatchers declared dead after their heartbeat stopped.",
+        value=reads.totals.get((rescue.DEAD, ""), 0.0),
+    )
+    yield CounterMetricFamily(
+        "relay_dead_dispatcher_released_total",
+        "Deliveries released from dead dispatchers, claimable again at once.",
+        value=reads.totals.get((rescue.RELEASED, ""), 0.0),
     )
 
 

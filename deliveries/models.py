@@ -264,10 +264,12 @@ class AnalysisSnapshot(models.Model):
 
 
 class DispatcherHeartbeat(models.Model):
-    """One row per running dispatcher, touched by its maintenance step.
+    """One row per running dispatcher, touched by its heartbeat thread.
 
-    A row whose last_seen_at is old belongs to a dispatcher that died or
-    hangs: pipeline health lists it. A clean stop deletes the row.
+    last_seen_at is the database's clock. A row older than
+    DISPATCHER_DEAD_AFTER_SECONDS belongs to a dispatcher that died or hangs:
+    another dispatcher declares it dead and releases the deliveries it held
+    (deliveries/dispatch/rescue.py). A clean stop deletes the row.
     """
 
     worker_id = models.CharField(max_length=200, unique=True)
@@ -275,6 +277,12 @@ class DispatcherHeartbeat(models.Model):
     pid = models.PositiveIntegerField(null=True, blank=True)
     started_at = models.DateTimeField()
     last_seen_at = models.DateTimeField()
+    # The last time it was declared dead; it is back if it beat since.
+    declared_dead_at = models.DateTimeField(null=True, blank=True)
+    # Times its leases were revoked, and deliveries released from it: its own
+    # heartbeat reads them back to learn that what it queued is no longer its.
+    deaths = models.PositiveIntegerField(default=0)
+    released = models.PositiveBigIntegerField(default=0)
 
     class Meta:
         ordering = ["worker_id"]

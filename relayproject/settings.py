@@ -250,9 +250,15 @@ RELAY_SEND_TRACEPARENT = env.bool("RELAY_SEND_TRACEPARENT", default=False)
 BATCH_SIZE = env.int("BATCH_SIZE", default=50)
 HTTP_TIMEOUT_SECONDS = env.float("HTTP_TIMEOUT_SECONDS", default=10)
 DISPATCHER_CONCURRENCY = env.int("DISPATCHER_CONCURRENCY", default=256)
-# None: derived from the batch, concurrency, timeout and breaker threshold in
-# force when the dispatcher starts (deliveries/dispatch/lease.py says how).
+# None: derived from the batch, concurrency and timeout in force when the
+# dispatcher starts, and capped (deliveries/dispatch/lease.py says how).
 CLAIM_LEASE_SECONDS = env.float("CLAIM_LEASE_SECONDS", default=None)
+# A dispatcher whose heartbeat is older than this (on the database's clock) is
+# declared dead and its deliveries go to the others at once. It beats every
+# min(5 s, this / 4): four beats missed (deliveries/dispatch/heartbeat.py).
+DISPATCHER_DEAD_AFTER_SECONDS = env.float("DISPATCHER_DEAD_AFTER_SECONDS", default=20)
+if DISPATCHER_DEAD_AFTER_SECONDS <= 0:
+    raise ImproperlyConfigured("DISPATCHER_DEAD_AFTER_SECONDS must be above 0")
 # Sends at once to one endpoint across all dispatchers, unless it sets its own.
 ENDPOINT_MAX_IN_FLIGHT = env.int("ENDPOINT_MAX_IN_FLIGHT", default=32)
 # Sends at once for one merchant (all its endpoints) across all dispatchers,

@@ -55,6 +55,9 @@ class Dispatcher(Returns):
         rand: random.Random | None = None,
         waker=None,
         maintenance: Callable[[datetime], None] | None = None,
+        liveness: queue.SimpleQueue | None = None,
+        hold_after: float | None = None,
+        start_margin: float | None = None,
     ) -> None:
         self.worker_id = worker_id
         self.batch_size = max(1, batch_size)
@@ -65,6 +68,10 @@ class Dispatcher(Returns):
         self.rand = rand or random.Random()
         self.waker = waker
         self.maintenance = maintenance
+        # The heartbeat's news for the send loop (sendloop.py, Liveness).
+        self.liveness = liveness
+        self.hold_after = hold_after
+        self.start_margin = start_margin
         self.stats = Stats()
         self._stopping = threading.Event()
         self._outbox: queue.SimpleQueue = queue.SimpleQueue()
@@ -135,6 +142,9 @@ class Dispatcher(Returns):
             outbox=self._outbox,
             clock=self.clock,
             timeout=self._timeout,
+            liveness=self.liveness,
+            hold_after=self.hold_after,
+            start_margin=self.start_margin,
         )
         self._loop_told_to_stop = self._loop_stopped = False
         self._handed = 0

@@ -1,49 +1,94 @@
-"""The dispatcher's heartbeat: one row per process, touched every few seconds.
+"""The dispatcher's heartbeat: a thread of its own, one row per process.
 
-Pipeline health, `relay_status --check` and /metrics read these rows to tell
-a dispatcher that stopped (crashed, hung, lost its host) from one that is
-merely idle: an idle dispatcher still runs its maintenance step.
+The beat runs on its own thread and database connection, so it never waits
+behind the send loop, a slow flush or the database thread's retries: a
+dispatcher busy with slow receivers, or riding out a database outage, keeps
+beating as soon as the database answers. last_seen_at is written with the
+database's clock, so hosts whose clocks differ still agree on its age.
+
+After each beat the thread tells the send loop (a Liveness message), and if
+it has beaten without a break for DISPATCHER_DEAD_AFTER_SECONDS it judges the
+other dispatchers (rescue.py): only then can it have seen every live one
+beat since the database last came back, so a restart kills nobody.
+
+Pipeline health, `relay_status` and /metrics read these rows.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import queue
 import socket
+import threading
 import time
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db import DatabaseError
+from django.db import DatabaseError, connection, transaction
+from django.db.models.functions import Now
 
+from deliveries.dispatch import rescue
+from deliveries.dispatch.sendloop import Liveness
 from deliveries.models import DispatcherHeartbeat
+from relayproject.clock import utcnow
 
 logger = logging.getLogger(__name__)
 
-HEARTBEAT_EVERY_SECONDS = 10.0
-# Three missed beats and a margin for a long flush: then it is stale.
-STALE_AFTER = timedelta(seconds=60)
-# A stale row is shown for a day, then forgotten (staff may delete it sooner).
+HEARTBEAT_EVERY_SECONDS = 5.0  # at most; beat_interval() below
+RETRY_SECONDS = 1.0  # after a failed beat: back within a second of the database
+# A row stale this long is shown for a day, then forgotten (staff may delete
+# it sooner).
 FORGET_AFTER = timedelta(hours=24)
 
 
+def beat_interval(dead_after: float) -> float:
+    """Four beats fit in the dead threshold: one late or lost beat is no death."""
+    return min(HEARTBEAT_EVERY_SECONDS, dead_after / 4)
+
+
+@dataclass(frozen=True)
+class Beat:
+    """What one beat read back: the database's time and the revocation marks."""
+
+    at: datetime
+    deaths: int
+    released: int
+
+
 class Heartbeat:
-    """A maintenance step: upsert this dispatcher's row about every 10 s."""
+    """Beat about every beat_interval(dead_after); judge the others; tell the loop."""
 
-    def __init__(self, *, worker_id: str, every: float = HEARTBEAT_EVERY_SECONDS):
+    def __init__(
+        self,
+        *,
+        worker_id: str,
+        dead_after: float,
+        lease_seconds: float | None = None,
+        liveness: queue.SimpleQueue | None = None,
+        judge: bool = True,
+    ) -> None:
         self.worker_id = worker_id
-        self.every = every
-        self._next = 0.0  # the first call beats at once
-        self._started_at: datetime | None = None
+        self.dead_after = dead_after
+        self.every = beat_interval(dead_after)
+        self.lease_seconds = lease_seconds
+        self.liveness = liveness
+        self.judge = judge
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="heartbeat", daemon=True)
+        self._started_at = utcnow()  # this process, on the clock leases use
+        self._marks: tuple[int, int] | None = None  # (deaths, released) last read
+        self._steady_since: datetime | None = None  # database time
+        self._last: datetime | None = None
 
-    def __call__(self, now: datetime) -> None:
-        if time.monotonic() < self._next:
-            return
-        self._next = time.monotonic() + self.every
-        self._started_at = self._started_at or now
-        heartbeat_touch(worker_id=self.worker_id, started_at=self._started_at, now=now)
+    def start(self) -> None:
+        self._thread.start()
 
     def stop(self) -> None:
         """A clean exit: the row goes, so it is not mistaken for a dead dispatcher."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
         try:
             DispatcherHeartbeat.objects.filter(worker_id=self.worker_id).delete()
         except DatabaseError as exc:
@@ -51,17 +96,99 @@ class Heartbeat:
             # that could not reach the database.
             logger.warning("heartbeat row not removed: %s", exc)
 
+    # -- the thread --------------------------------------------------------
 
-def heartbeat_touch(*, worker_id: str, started_at: datetime, now: datetime) -> None:
-    DispatcherHeartbeat.objects.update_or_create(
-        worker_id=worker_id,
-        defaults={"last_seen_at": now},
-        create_defaults={
-            "last_seen_at": now,
-            "started_at": started_at,
-            "hostname": socket.gethostname(),
-            "pid": os.getpid(),
-        },
-    )
-    # Rows of dispatchers gone for a day have been reported long enough.
-    DispatcherHeartbeat.objects.filter(last_seen_at__lt=now - FORGET_AFTER).delete()
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                wait = self.every if self.beat_once() else RETRY_SECONDS
+                self._stop.wait(wait)
+        finally:
+            connection.close()  # this thread's own connection
+
+    def beat_once(self) -> bool:
+        """One beat, and a judgement when due; False if the database failed."""
+        sent_at = time.monotonic()
+        try:
+            beat = heartbeat_touch(worker_id=self.worker_id)
+            if self._marks is None:
+                self._first(beat)
+        except Exception as exc:  # noqa: BLE001 - the thread must outlive anything
+            self._steady_since = None
+            logger.warning("heartbeat failed (%s: %s)", type(exc).__name__, exc)
+            connection.close()
+            return False
+        marks = (beat.deaths, beat.released)
+        revoked = self._marks is not None and marks != self._marks
+        self._marks = marks
+        if revoked:
+            logger.warning(
+                "this dispatcher was declared dead and its deliveries released;"
+                " what it still queues is dropped"
+            )
+        if self.liveness is not None:
+            self.liveness.put(Liveness(at=sent_at, revoked=revoked))
+        self._steady(beat.at)
+        if self.judge and self._judge_due(beat.at):
+            try:
+                rescue.rescue_log(
+                    rescue.dispatchers_rescue(
+                        judge=self.worker_id, dead_after=self.dead_after
+                    )
+                )
+            except Exception as exc:  # noqa: BLE001 - as above
+                self._steady_since = None
+                logger.warning("dead dispatchers not looked for (%s)", exc)
+                connection.close()
+        return True
+
+    def _first(self, beat: Beat) -> None:
+        """Leases under this worker id older than this process are a
+        predecessor's (a restart that kept the id): released at once."""
+        if self.lease_seconds is not None:
+            before = self._started_at + timedelta(seconds=self.lease_seconds)
+            rescue.rescue_log(
+                rescue.predecessor_rescue(
+                    worker_id=self.worker_id, claimed_before=before
+                )
+            )
+        self._marks = (beat.deaths, beat.released)
+
+    def _steady(self, at: datetime) -> None:
+        # A gap of half the threshold (a freeze, an outage that raised no
+        # error) breaks the run: the others may not have beaten meanwhile.
+        gap = self._last is not None and (at - self._last).total_seconds() > (
+            self.dead_after / 2
+        )
+        if self._steady_since is None or gap:
+            self._steady_since = at
+        self._last = at
+
+    def _judge_due(self, at: datetime) -> bool:
+        return (at - self._steady_since).total_seconds() >= self.dead_after
+
+
+def heartbeat_touch(
+    *, worker_id: str, now: datetime | None = None, started_at: datetime | None = None
+) -> Beat:
+    """Upsert this dispatcher's row at the database's time (or `now` and
+    `started_at`, for seeding), and read back what the judges wrote on it."""
+    stamp = Now() if now is None else now
+    with transaction.atomic():
+        touched = DispatcherHeartbeat.objects.filter(worker_id=worker_id).update(
+            last_seen_at=stamp
+        )
+        if not touched:
+            DispatcherHeartbeat.objects.create(
+                worker_id=worker_id,
+                last_seen_at=stamp,
+                started_at=stamp if started_at is None else started_at,
+                hostname=socket.gethostname(),
+                pid=os.getpid(),
+            )
+        at, deaths, released = DispatcherHeartbeat.objects.values_list(
+            "last_seen_at", "deaths", "released"
+        ).get(worker_id=worker_id)
+        # Rows of dispatchers gone for a day have been reported long enough.
+        DispatcherHeartbeat.objects.filter(last_seen_at__lt=at - FORGET_AFTER).delete()
+    return Beat(at=at, deaths=deaths, released=released)

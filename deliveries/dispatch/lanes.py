@@ -16,7 +16,7 @@ A lane may send when:
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from deliveries.dispatch.jobs import Job
@@ -66,9 +66,13 @@ class Lanes:
             self.queued += 1
         return refused
 
-    def take(self, slots: int) -> list[Job]:
-        """Up to `slots` jobs to start now, one endpoint at a time in turn."""
+    def take(
+        self, slots: int, *, late: Callable[[Job], bool] | None = None
+    ) -> tuple[list[Job], list[Job]]:
+        """Up to `slots` jobs to start now, one endpoint at a time in turn, and
+        the jobs met at the head of a lane that are `late` (never started)."""
         taken: list[Job] = []
+        dropped: list[Job] = []
         idle_turns = 0
         while len(taken) < slots and self._turn and idle_turns < len(self._turn):
             endpoint_id = self._turn[0]
@@ -78,13 +82,18 @@ class Lanes:
                 idle_turns += 1
                 continue
             idle_turns = 0
-            taken.append(lane.queue.popleft())
-            lane.in_flight += 1
-            self.in_flight += 1
+            job = lane.queue.popleft()
             self.queued -= 1
+            if late is not None and late(job):
+                dropped.append(job)
+            else:
+                taken.append(job)
+                lane.in_flight += 1
+                self.in_flight += 1
             if not lane.queue:
                 self._turn.remove(endpoint_id)
-        return taken
+                self._forget_if_idle(endpoint_id)
+        return taken, dropped
 
     def finished(self, job: Job, *, failed: bool) -> None:
         """A send ended: failed=True makes its lane send one at a time."""

@@ -129,27 +129,38 @@ class Returns:
     def _release(self, jobs: list[tuple[Job, datetime]]) -> None:
         """Give rows back due at the time beside each, one UPDATE per claim and time."""
         groups: dict[tuple[datetime, datetime], list[Job]] = defaultdict(list)
+        probes: list[tuple[Job, datetime]] = []
         for job, due_at in jobs:
-            groups[(job.lease_until, due_at)].append(job)
-        for (lease_until, due_at), group in groups.items():
-            released = self._with_db_retry(
-                lambda lease_until=lease_until, due_at=due_at, group=group: (
-                    claiming.release(
-                        worker_id=self.worker_id,
-                        lease_until=lease_until,
-                        delivery_ids=[j.delivery_id for j in group],
-                        due_at=due_at,
-                    )
-                )
-            )
-            self.stats.released += released or 0
-        for job, _ in jobs:
             if job.is_probe:
+                probes.append((job, due_at))
+            else:
+                groups[(job.lease_until, due_at)].append(job)
+        for (lease_until, due_at), group in groups.items():
+            self._release_rows(group, lease_until=lease_until, due_at=due_at)
+        for job, due_at in probes:
+            # One at a time: its breaker reopens only if the row was still ours
+            # to give back, not released from us (declared dead) and taken as
+            # another dispatcher's probe.
+            if self._release_rows([job], lease_until=job.lease_until, due_at=due_at):
                 self._with_db_retry(
                     lambda job=job: claiming.probe_abandon(
                         endpoint_id=job.endpoint_id, now=self.clock.now()
                     )
                 )
+
+    def _release_rows(
+        self, group: list[Job], *, lease_until: datetime, due_at: datetime
+    ) -> int:
+        released = self._with_db_retry(
+            lambda: claiming.release(
+                worker_id=self.worker_id,
+                lease_until=lease_until,
+                delivery_ids=[j.delivery_id for j in group],
+                due_at=due_at,
+            )
+        )
+        self.stats.released += released or 0
+        return released or 0
 
     def _with_db_retry(self, write: Callable):
         """Run a write, riding out a database restart for as long as the lease.

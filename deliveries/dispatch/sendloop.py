@@ -6,6 +6,15 @@ plain data: the dispatcher calls add(), recorded(), hold() and stop(), which
 run on the loop's thread (call_soon_threadsafe); the loop puts Finished and
 Capacity messages on the dispatcher's outbox (a thread-safe queue). No ORM
 object crosses between them.
+
+A third channel comes from the heartbeat thread (heartbeat.py): Liveness
+messages on their own queue, read by the loop every LIVENESS_TICK_SECONDS.
+Another dispatcher may declare this one dead once its heartbeat is
+DISPATCHER_DEAD_AFTER_SECONDS old and resend what it holds; so the loop
+starts no send while its last confirmed beat is older than `hold_after`
+(half that: a freeze, a lost database link), and gives every queued job back
+when a beat reports the leases revoked. Sends already on the wire finish;
+their outcomes are fenced off by the lease (outcomes.py).
 """
 
 from __future__ import annotations
@@ -13,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import inspect
+import logging
 import queue
 import threading
 import time
@@ -33,6 +43,9 @@ from deliveries.dispatch.transport import OutgoingRequest, SendResult, wire_head
 # ends it this much later, so a stuck send can never keep a dispatcher from
 # stopping (HTTP_TIMEOUT_SECONDS + this bounds every attempt).
 DEADLINE_GRACE_SECONDS = 2.0
+LIVENESS_TICK_SECONDS = 0.1  # how often the loop reads its heartbeat's news
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -58,6 +71,19 @@ class Stopped:
     """The loop has given every job back and will send nothing more."""
 
 
+@dataclass(frozen=True)
+class Liveness:
+    """From the heartbeat thread: a beat that reached the database.
+
+    `at` is time.monotonic() when the beat was sent (never later than the
+    database stamped it); `revoked`: another dispatcher had declared this one
+    dead and released its rows, so what it queued may no longer be its own.
+    """
+
+    at: float
+    revoked: bool = False
+
+
 class SendLoop:
     def __init__(
         self,
@@ -67,6 +93,9 @@ class SendLoop:
         outbox: queue.SimpleQueue,
         clock,
         timeout: float | None = None,
+        liveness: queue.SimpleQueue | None = None,
+        hold_after: float | None = None,
+        start_margin: float | None = None,
     ) -> None:
         self.sender = sender
         self.concurrency = max(1, concurrency)
@@ -75,6 +104,11 @@ class SendLoop:
         self.timeout = timeout
         self.send_traceparent = settings.RELAY_SEND_TRACEPARENT
         self.lanes = Lanes()
+        self.liveness = liveness
+        self.hold_after = hold_after
+        # A job whose lease ends within this many seconds is not started.
+        self.start_margin = start_margin
+        self._confirmed = time.monotonic()  # the newest beat known to have landed
         self._received = 0
         self._stopping = False
         self._capacity_due = False
@@ -139,6 +173,10 @@ class SendLoop:
     async def _main(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._done = asyncio.Event()
+        if self.liveness is not None:
+            # A plain timer callback, not a task: after a freeze it runs in the
+            # loop's first turn, before any send's continuation can start more.
+            self._loop.call_soon(self._tick)
         self._ready.set()
         await self._done.wait()
         close = getattr(self.sender, "close", None)
@@ -170,11 +208,52 @@ class SendLoop:
         for job in jobs:
             self.outbox.put(Finished(job, None, None))
 
+    def _tick(self) -> None:
+        """Read the heartbeat's news; hold, drop or resume accordingly."""
+        was_held = self._unconfirmed()
+        revoked = False
+        while True:
+            try:
+                news = self.liveness.get_nowait()
+            except queue.Empty:
+                break
+            self._confirmed = max(self._confirmed, news.at)
+            revoked = revoked or news.revoked
+        if revoked and not self._stopping:
+            # Rows still ours go back pending, unspent; the others' release
+            # is fenced out and changes nothing.
+            dropped = self.lanes.drain()
+            logger.warning(
+                "declared dead by another dispatcher: %d queued sends dropped",
+                len(dropped),
+            )
+            self._give_back(dropped)
+        if not self._unconfirmed() and (was_held or revoked):
+            self._pump()
+        if not self._done.is_set():
+            self._loop.call_later(LIVENESS_TICK_SECONDS, self._tick)
+
+    def _unconfirmed(self) -> bool:
+        """True while this dispatcher cannot tell it is still thought alive."""
+        return (
+            self.hold_after is not None
+            and time.monotonic() - self._confirmed > self.hold_after
+        )
+
+    def _late(self, job: Job) -> bool:
+        """Too little lease left for a whole send: give it back, do not send."""
+        if self.start_margin is None:
+            return False
+        left = (job.lease_until - self.clock.now()).total_seconds()
+        return left < self.start_margin
+
     def _pump(self) -> None:
         """Start what may start now, then tell the dispatcher where we stand."""
-        if not self._stopping:
+        if not self._stopping and not self._unconfirmed():
             free = self.concurrency - self.lanes.in_flight
-            for job in self.lanes.take(free):
+            taken, late = self.lanes.take(free, late=self._late)
+            self._give_back(late)
+            for job in taken:
                 task = asyncio.ensure_future(self._send(job))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)

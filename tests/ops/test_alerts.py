@@ -109,12 +109,14 @@ def test_held_rows_do_not_also_raise_the_oldest_pending_alert():
     assert kinds(NOW) == ["endpoint_disabled"]
 
 
-def test_a_dispatcher_that_stops_beating_is_listed_with_its_last_seen_time():
-    beat = Heartbeat(worker_id="host-a-1")
-    beat(NOW)
+def test_a_dispatcher_that_stops_beating_is_listed_with_its_last_seen_time(
+    settings,
+):
+    settings.DISPATCHER_DEAD_AFTER_SECONDS = 20
+    heartbeat_touch(worker_id="host-a-1", now=NOW)
 
-    assert kinds(NOW + timedelta(seconds=59)) == []
-    [alert] = selectors.pipeline_summary(now=NOW + timedelta(seconds=61)).alerts
+    assert kinds(NOW + timedelta(seconds=19)) == []
+    [alert] = selectors.pipeline_summary(now=NOW + timedelta(seconds=21)).alerts
     assert alert.kind == "dispatcher_stale"
     assert alert.text == (
         "Dispatcher host-a-1 stopped heartbeating: last seen 14:00:00 UTC."
@@ -136,8 +138,8 @@ def test_a_stale_dispatcher_fails_the_check_and_the_alive_gauge(admin_client):
 
 
 def test_a_clean_stop_removes_the_row_and_a_day_old_row_is_forgotten():
-    Heartbeat(worker_id="stopped")(NOW)
-    Heartbeat(worker_id="stopped").stop()
+    heartbeat_touch(worker_id="stopped", now=NOW)
+    Heartbeat(worker_id="stopped", dead_after=20).stop()
     heartbeat_touch(worker_id="ancient", started_at=NOW, now=NOW - timedelta(days=2))
     heartbeat_touch(worker_id="w1", started_at=NOW, now=NOW)
 

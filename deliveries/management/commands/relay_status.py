@@ -12,7 +12,7 @@ from datetime import datetime
 
 from django.core.management.base import BaseCommand, CommandError
 
-from deliveries import latency, selectors
+from deliveries import alerts, latency, selectors
 from deliveries.held import human_seconds
 from endpoints.words import STATE_WORDS
 from relayproject.clock import utcnow
@@ -78,6 +78,52 @@ def _latency_lines(waits: latency.PublishLatency) -> list[str]:
     ]
 
 
+def _dispatchers_document(*, now: datetime) -> dict:
+    alive, stale = alerts.dispatchers(now=now)
+    dead, released = alerts.dispatcher_rescue_totals()
+    return {
+        "declared_dead_total": dead,
+        "released_from_dead_total": released,
+        "processes": [
+            {
+                "worker_id": d.worker_id,
+                "hostname": d.hostname,
+                "pid": d.pid,
+                "started_at": d.started_at,
+                "last_seen_at": d.last_seen_at,
+                "alive": d in alive,
+                "declared_dead_at": d.declared_dead_at,
+                "deaths": d.deaths,
+                "released": d.released,
+            }
+            for d in [*stale, *alive]
+        ],
+    }
+
+
+def _dispatchers_lines(*, now: datetime) -> list[str]:
+    alive, stale = alerts.dispatchers(now=now)
+    dead, released = alerts.dispatcher_rescue_totals()
+    lines = [
+        f"Dispatchers: {len(alive)} alive, {len(stale)} stale; declared dead so far:"
+        f" {dead}, deliveries released from them: {released}"
+    ]
+    if alive or stale:
+        lines += _table(
+            ["worker", "host, pid", "last seen", "state"],
+            [
+                [
+                    d.worker_id,
+                    f"{d.hostname}, {d.pid}",
+                    _time(d.last_seen_at),
+                    alerts.dispatcher_state(d, now=now),
+                ]
+                for d in [*stale, *alive]
+            ],
+        )
+    return lines
+
+
 class Command(BaseCommand):
     help = "Pipeline health summary, dead-letter analysis and slow endpoints."
 
@@ -110,6 +156,7 @@ class Command(BaseCommand):
         if options["json"]:
             document = {
                 "summary": asdict(summary),
+                "dispatchers": _dispatchers_document(now=now),
                 "latency_24h": _latency_document(waits),
                 "dead_letters": {
                     "window": options["window"],
@@ -148,6 +195,7 @@ class Command(BaseCommand):
             "",
         ]
         lines += [f"WARNING: {alert.text}" for alert in s.alerts] or ["no alerts"]
+        lines += ["", *_dispatchers_lines(now=now)]
         lines += ["", f"Dead letters per endpoint, last {options['window']}"]
         if analysis:
             lines += _table(

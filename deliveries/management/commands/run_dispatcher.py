@@ -3,21 +3,24 @@
 from __future__ import annotations
 
 import logging
+import queue
 import signal
 from dataclasses import asdict
 
 from django.conf import settings
 from django.core.management.base import BaseCommand
+from django.db import connection
 
 from deliveries.dispatch.dispatcher import Dispatcher
 from deliveries.dispatch.heartbeat import Heartbeat
-from deliveries.dispatch.lease import default_lease_seconds
+from deliveries.dispatch.lease import default_lease_seconds, start_margin
 from deliveries.dispatch.maintenance import (
     GaugeRefresher,
     Maintenance,
     PartitionKeeper,
     StatsRefresher,
 )
+from deliveries.dispatch.sendloop import DEADLINE_GRACE_SECONDS
 from deliveries.dispatch.session import limit_dispatcher_sessions
 from deliveries.dispatch.transport import AsyncSender
 from deliveries.dispatch.wakeup import make_waker
@@ -52,14 +55,20 @@ class Command(BaseCommand):
                 batch_size=batch_size,
                 concurrency=concurrency,
                 timeout=settings.HTTP_TIMEOUT_SECONDS,
-                breaker_threshold=settings.BREAKER_FAILURE_THRESHOLD,
             )
         )
         # Every log line of this process, from either thread, names the worker.
         log_process_bind(worker=options["worker_id"])
         # Before the first query: every session of this process gets the limits.
         limit_dispatcher_sessions()
-        heartbeat = Heartbeat(worker_id=options["worker_id"])
+        dead_after = settings.DISPATCHER_DEAD_AFTER_SECONDS
+        liveness: queue.SimpleQueue = queue.SimpleQueue()
+        heartbeat = Heartbeat(
+            worker_id=options["worker_id"],
+            dead_after=dead_after,
+            lease_seconds=lease,
+            liveness=liveness,
+        )
         dispatcher = Dispatcher(
             worker_id=options["worker_id"],
             sender=AsyncSender(
@@ -74,27 +83,35 @@ class Command(BaseCommand):
             poll_interval=settings.POLL_INTERVAL_SECONDS,
             waker=make_waker(),
             maintenance=Maintenance(
-                heartbeat,
                 GaugeRefresher(),
                 StatsRefresher(),
                 PartitionKeeper(),
                 OperationalCheck(),
             ),
+            liveness=liveness,
+            # Only PostgreSQL runs several dispatchers that could take over
+            # this one's rows; SQLite's one dispatcher never holds its sends.
+            hold_after=dead_after / 2 if connection.vendor == "postgresql" else None,
+            start_margin=start_margin(
+                lease_seconds=lease,
+                timeout=settings.HTTP_TIMEOUT_SECONDS,
+                grace=DEADLINE_GRACE_SECONDS,
+            ),
         )
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: dispatcher.stop())
-        if options["once"]:
-            try:
-                dispatcher.run_once()
-            finally:
-                dispatcher.close()
-                tracing_flush()
-        else:
-            try:
+        heartbeat.start()
+        try:
+            if options["once"]:
+                try:
+                    dispatcher.run_once()
+                finally:
+                    dispatcher.close()
+            else:
                 dispatcher.run(drain=options["drain"])
-            finally:
-                heartbeat.stop()
-                tracing_flush()
+        finally:
+            heartbeat.stop()
+            tracing_flush()
         summary = (
             f"dispatcher {options['worker_id']} stopped: {dispatcher.stats.line()}"
         )

@@ -1,17 +1,21 @@
-"""The dispatcher's maintenance step beats while sends are in flight, not only when idle."""
+"""Maintenance runs while sends are in flight; the heartbeat is a thread of its
+own that tells the send loop what the judges wrote on its row."""
 
 from __future__ import annotations
 
+import queue
 import threading
+from datetime import UTC, datetime, timedelta
 from io import StringIO
 
 import pytest
 from django.core.management import call_command
 
-from deliveries.dispatch.heartbeat import Heartbeat
+from deliveries.dispatch.heartbeat import Heartbeat, beat_interval, heartbeat_touch
 from deliveries.dispatch.maintenance import Maintenance
 from deliveries.models import DispatcherHeartbeat
 from deliveries.services import event_publish
+from relayproject.clock import utcnow
 from tests import factories
 from tests.deliveries.dispatch.test_dispatcher import make_dispatcher
 from tests.fakes import Reply
@@ -39,12 +43,9 @@ def test_maintenance_runs_while_a_send_is_in_flight(receiver):
     endpoint = factories.endpoint(url=receiver.url)
     event_publish(merchant=endpoint.merchant, type="a", data={})
 
-    make_dispatcher(maintenance=Maintenance(Heartbeat(worker_id="w1"), step)).run(
-        drain=True
-    )
+    make_dispatcher(maintenance=Maintenance(step)).run(drain=True)
 
     assert released_by_beat == [True]
-    assert DispatcherHeartbeat.objects.filter(worker_id="w1").exists()
 
 
 def test_run_dispatcher_leaves_no_heartbeat_after_a_clean_stop():
@@ -53,3 +54,58 @@ def test_run_dispatcher_leaves_no_heartbeat_after_a_clean_stop():
         "run_dispatcher", "--drain", "--worker-id", "w-clean", stdout=StringIO()
     )
     assert not DispatcherHeartbeat.objects.exists()
+
+
+def test_a_beat_tells_the_send_loop_and_a_judge_s_marks_read_back_as_revoked():
+    liveness = queue.SimpleQueue()
+    heartbeat = Heartbeat(worker_id="w1", dead_after=20, liveness=liveness, judge=False)
+
+    assert heartbeat.beat_once()
+    assert liveness.get_nowait().revoked is False
+    # What a judge writes when it declares w1 dead (rescue.py).
+    DispatcherHeartbeat.objects.filter(worker_id="w1").update(deaths=1, released=3)
+    assert heartbeat.beat_once()
+    assert liveness.get_nowait().revoked is True
+    assert heartbeat.beat_once()
+    assert liveness.get_nowait().revoked is False
+
+
+def test_the_beat_is_stamped_with_the_database_clock_not_the_callers():
+    heartbeat_touch(worker_id="w1", now=utcnow() - timedelta(days=3))
+    beat = heartbeat_touch(worker_id="w1")
+    assert abs((beat.at - utcnow()).total_seconds()) < 60
+    assert DispatcherHeartbeat.objects.get().last_seen_at == beat.at
+
+
+T0 = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("beats", "judges"),
+    [
+        ([0], False),  # just connected: it has seen nobody beat yet
+        ([0, 5, 10, 15], False),
+        ([0, 5, 10, 15, 20], True),  # beaten steadily for the threshold
+        ([0, 5, 10, 25, 30], False),  # a gap (freeze, silent outage) restarts it
+        ([0, 5, 10, 25, 30, 35, 40, 45], True),
+        ([0, 5, None, 10, 15, 20, 25], False),  # a failed beat restarts it
+        ([0, 5, None, 10, 15, 20, 25, 30], True),
+    ],
+)
+def test_a_judge_judges_only_after_beating_without_a_break_for_the_threshold(
+    beats, judges
+):
+    heartbeat = Heartbeat(worker_id="w1", dead_after=20)
+    due = False
+    for at in beats:
+        if at is None:
+            heartbeat._steady_since = None  # what a failed beat does
+            continue
+        heartbeat._steady(T0 + timedelta(seconds=at))
+        due = heartbeat._judge_due(T0 + timedelta(seconds=at))
+    assert due is judges
+
+
+@pytest.mark.parametrize(("dead_after", "every"), [(20, 5), (30, 5), (3, 0.75)])
+def test_four_beats_fit_in_the_dead_threshold(dead_after, every):
+    assert beat_interval(dead_after) == every
