@@ -236,7 +236,8 @@ class SendLoop:
     def _unconfirmed(self) -> bool:
         """True while this dispatcher cannot tell it is still thought alive."""
         return (
-            self.hold_after is not None
+            self.liveness is not None  # no heartbeat told of: nothing to wait for
+            and self.hold_after is not None
             and time.monotonic() - self._confirmed > self.hold_after
         )
 

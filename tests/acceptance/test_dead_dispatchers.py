@@ -159,7 +159,10 @@ def test_a_frozen_dispatcher_taken_over_sends_and_records_nothing_after_it_thaws
     )
     frozen.signal(signal.SIGSTOP)
     heir = dispatchers.start("--worker-id=heir", env=QUICK_DEATH)
-    wait_until(lambda: not unfinished(), timeout=WITHIN, what="the heir to send all")
+    try:
+        wait_until(lambda: not unfinished(), timeout=WITHIN, what="the heir's sends")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{heir.stderr[-3000:]}") from None
 
     frozen.signal(signal.SIGCONT)
     thawed_at = time.monotonic()
