@@ -266,7 +266,16 @@ class DeadLetterAdmin(ReplayableAdmin):
 class DispatcherHeartbeatAdmin(admin.ModelAdmin):
     """The dispatchers' heartbeats; deleting a stale row dismisses its alert."""
 
-    list_display = ("worker_id", "hostname", "pid", "started_at", "last_seen_at")
+    list_display = (
+        "worker_id",
+        "hostname",
+        "pid",
+        "started_at",
+        "last_seen_at",
+        "declared_dead_at",
+        "deaths",
+        "released",
+    )
     ordering = ("-last_seen_at",)
     readonly_fields = list_display
 

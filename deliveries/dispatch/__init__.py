@@ -34,5 +34,8 @@ Read in this order:
 - ``maintenance.py`` periodic work besides sending (endpoint statistics, the
                      gauges /metrics serves, day partitions of the history
                      tables made ahead).
-- ``heartbeat.py``   one row per dispatcher, touched every few seconds.
+- ``heartbeat.py``   one row per dispatcher, beaten from a thread of its own;
+                     tells the send loop, judges the others.
+- ``rescue.py``      dispatchers declared dead by their heartbeat's age, and
+                     their rows released to the others at once.
 """

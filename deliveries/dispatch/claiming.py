@@ -1,9 +1,10 @@
 """Every locking query of the dispatcher, and nothing else.
 
 A claim is one short transaction: lock due rows with SKIP LOCKED, mark them
-delivering under a lease, commit. The lease is the whole crash recovery: a
-delivering row whose lease has run out is due again, and the next claim
-takes it over, spending the lost attempt as `lease_expired`.
+delivering under a lease, commit. A delivering row whose lease has run out
+(or was cut back because its dispatcher was declared dead, rescue.py) is due
+again, and the next claim takes it over, spending the lost attempt as
+`lease_expired`.
 """
 
 from __future__ import annotations

@@ -169,8 +169,8 @@ class Dispatcher(Returns):
                     failures += 1
                     self._claim_after = time.monotonic() + delay
             self._refresh_breakers()
-            # Busy or idle (each step keeps its own schedule): the heartbeat
-            # must not stop under load.
+            # Busy or idle (each step keeps its own schedule): the stats and
+            # gauges must not stop under load. The heartbeat has its own thread.
             self._maintain()
             if not sum(self._outstanding.values()) and not self._to_record:
                 if self._loop_told_to_stop or not claims or (drain and self._dry):

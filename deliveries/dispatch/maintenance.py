@@ -1,5 +1,5 @@
-"""Periodic work a dispatcher does besides sending: heartbeat, endpoint
-statistics, the row-counting gauges of /metrics, day partitions of the
+"""Periodic work a dispatcher does besides sending, on its database thread:
+endpoint statistics, the row-counting gauges of /metrics, day partitions of the
 history made ahead (and the endpoint check of
 deliveries/notifications/step.py, wired in run_dispatcher).
 
