@@ -7,7 +7,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("deliveries", "0011_publish_bucket"),
+        ("deliveries", "0012_attempt_request_record"),
     ]
 
     operations = [
