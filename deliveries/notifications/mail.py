@@ -35,14 +35,19 @@ SUBJECTS = {
 }
 
 
-def recipients_of(*, merchant_id: int) -> list[str]:
-    """The merchant's owners with an address, then its extra addresses."""
+def owner_addresses(*, merchant_id: int) -> list[str]:
+    """The addresses of the merchant's active owners (not the extra ones)."""
     owners = Membership.objects.filter(
         merchant_id=merchant_id,
         role=Membership.Role.OWNER,
         user__is_active=True,
     ).exclude(user__email="")
-    addresses = list(owners.values_list("user__email", flat=True).order_by("user__pk"))
+    return list(owners.values_list("user__email", flat=True).order_by("user__pk"))
+
+
+def recipients_of(*, merchant_id: int) -> list[str]:
+    """The merchant's owners with an address, then its extra addresses."""
+    addresses = owner_addresses(merchant_id=merchant_id)
     addresses += notification_settings(merchant_id=merchant_id).extra_emails
     return list(dict.fromkeys(a.strip() for a in addresses if a.strip()))
 

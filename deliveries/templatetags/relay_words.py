@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 from django import template
+from django.utils.html import escape
+from django.utils.safestring import mark_safe
 
 from deliveries import words
 from endpoints.words import STATE_WORDS
@@ -40,3 +44,10 @@ def error_text(last_error: str, status_code=None) -> str:
 def state_word(breaker_state: str) -> str:
     """ "closed" -> "sending", "open" -> "paused", "half_open" -> "testing"."""
     return STATE_WORDS.get(breaker_state, breaker_state)
+
+
+@register.filter
+def breakable(name: str) -> str:
+    """An event type that may wrap after its dots and underscores, never
+    inside a word: "subscription.<wbr>payment_<wbr>method"."""
+    return mark_safe(re.sub(r"([._])", r"\1<wbr>", escape(name or "")))

@@ -12,18 +12,26 @@ from django.utils.safestring import SafeString
 _NOT_FOR_CURL = frozenset({"User-Agent", "Accept-Encoding"})
 
 
-def curl_command(url: str, headers: Sequence[tuple[str, str]], body: str) -> str:
+def curl_command(
+    url: str,
+    headers: Sequence[tuple[str, str]],
+    body: str,
+    *,
+    body_file: str | None = None,
+) -> str:
     """The request as a curl command a merchant can paste to try their receiver.
 
     Headers whose value is not known (set at send time, or hidden) are left out
-    rather than sent wrong.
+    rather than sent wrong. With body_file, the body is read from that file
+    (a large body downloaded from the page) instead of being written inline.
     """
     lines = [f"curl -X POST {shlex.quote(url)}"]
     for name, value in headers:
         if value.startswith(("(", "•", "redacted")) or name in _NOT_FOR_CURL:
             continue
         lines.append(f"  -H {shlex.quote(f'{name}: {value}')}")
-    lines.append(f"  --data-binary {shlex.quote(body)}")
+    data = f"@{body_file}" if body_file else body
+    lines.append(f"  --data-binary {shlex.quote(data)}")
     return " \\\n".join(lines)
 
 

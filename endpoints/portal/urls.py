@@ -59,6 +59,7 @@ urlpatterns = [
     ),
     path(DLV, deliveries.delivery_detail, name="delivery_detail"),
     path(DLV + "status.json", deliveries.delivery_status, name="delivery_status"),
+    path(DLV + "body.json", deliveries.delivery_body, name="delivery_body"),
     path(DLV + "replay/", deliveries.delivery_replay, name="delivery_replay"),
     path(DLV + "retry-now/", deliveries.delivery_retry_now, name="delivery_retry_now"),
 ]

@@ -41,6 +41,15 @@ def dead_delivery(endpoint: Endpoint, *, type: str = "order.paid") -> Delivery:
         error_message="HTTP 500",
         response_body="boom",
         outcome=Attempt.Outcome.DEAD,
+        # As the dispatcher records it (deliveries/dispatch/sendloop.py).
+        request_url=endpoint.url,
+        request_headers=[
+            ["Content-Type", "application/json"],
+            ["webhook-id", event.pk],
+            ["webhook-signature", "redacted, sha256 0badc0de"],
+            ["X-Relay-Attempt", "1"],
+        ],
+        response_headers=[["Content-Type", "text/plain"]],
     )
     Delivery.objects.filter(pk=delivery.pk).update(
         status=Delivery.Status.DEAD,

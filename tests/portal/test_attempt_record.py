@@ -82,3 +82,17 @@ def test_the_delivery_pages_show_the_old_url_and_no_secret(sent, client, setting
         assert "tok-9f8e7d6c5b4a" not in html
         for sig in signature.split(" "):
             assert sig.partition(",")[2] not in html
+
+
+def test_the_body_downloads_as_the_exact_bytes_sent(sent, client, settings):
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    endpoint, _old_url, got = sent
+    delivery = Delivery.objects.get()
+    client.force_login(user_with_role(endpoint.merchant, Membership.Role.VIEWER, "v"))
+    response = client.get(
+        reverse("portal:delivery_body", args=[endpoint.merchant.slug, delivery.pk])
+    )
+    assert response.content == got.body
+    assert response["Content-Disposition"] == (
+        f'attachment; filename="{delivery.pk}.json"'
+    )

@@ -144,7 +144,7 @@ def walk(page, base: str, endpoint: Endpoint, width: int) -> None:
         ),
         "curl": (
             f"{base}/portal/m/acme/deliveries/{delivery.pk}/",
-            lambda: page.click("details summary"),
+            lambda: page.click("details.snippet-box summary"),
         ),
         "notifications-refused": (
             f"{base}/portal/m/acme/notifications/",

@@ -18,6 +18,9 @@ from relayproject.limits import LimitExceeded
 TEST_EVENT_TYPE = "relay.test"
 BULK_REPLAY_CAP = 500  # deliveries.services.BULK_REPLAY_CAP, without importing it
 IN_PROGRESS = ("pending", "delivering")
+# Past this the body is folded on the page and downloadable: a 220 KB event
+# printed in full (and again in the curl command) made the page 34,000 px tall.
+LARGE_BODY_BYTES = 10_000
 
 
 LOG_FILTERS = ("status", "event_type", "since", "until")
@@ -146,7 +149,16 @@ def delivery_detail(request: HttpRequest, access: Access) -> HttpResponse:
             ),
             "sent": sent,
             "sent_body": body,
-            "curl": curl_command(sent.url, sent.headers, body),
+            "body_bytes": len(sent.body),
+            "large_body": len(sent.body) > LARGE_BODY_BYTES,
+            "curl": curl_command(
+                sent.url,
+                sent.headers,
+                body,
+                body_file=f"{delivery.pk}.json"
+                if len(sent.body) > LARGE_BODY_BYTES
+                else None,
+            ),
             "in_progress": delivery.status in IN_PROGRESS,
             # Retry now: offered on a pending row; when it could not go now
             # anyway the page says why instead of offering it.
@@ -156,6 +168,19 @@ def delivery_detail(request: HttpRequest, access: Access) -> HttpResponse:
             "can_replay": delivery.status not in IN_PROGRESS,
         },
     )
+
+
+@portal_view()
+def delivery_body(request: HttpRequest, access: Access) -> HttpResponse:
+    """The body exactly as sent, as a file (the same bytes every attempt)."""
+    from deliveries.portal_selectors import delivery_request
+
+    delivery = access.delivery
+    response = HttpResponse(
+        delivery_request(delivery=delivery).body, content_type="application/json"
+    )
+    response["Content-Disposition"] = f'attachment; filename="{delivery.pk}.json"'
+    return response
 
 
 @portal_view()

@@ -10,7 +10,7 @@ from django.shortcuts import redirect
 
 from deliveries.notifications import services
 from deliveries.notifications.announce import notification_settings
-from deliveries.notifications.mail import recipients_of
+from deliveries.notifications.mail import owner_addresses
 from endpoints.portal.access import READ, WRITE, Access, portal_view
 from endpoints.portal.forms import NotificationsForm
 from endpoints.portal.views.common import page
@@ -32,7 +32,7 @@ def _page(request, access: Access, form: NotificationsForm, *, status: int = 200
         request,
         access,
         "notifications.html",
-        {"form": form, "owners": recipients_of(merchant_id=access.merchant.pk)},
+        {"form": form, "owners": owner_addresses(merchant_id=access.merchant.pk)},
         status=status,
     )
 
