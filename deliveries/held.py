@@ -18,7 +18,7 @@ from enum import StrEnum
 from django.conf import settings
 
 from deliveries.models import Delivery
-from deliveries.words import attempt_progress
+from deliveries.words import SENT_WHEN_ROOM, attempt_progress
 from endpoints import ratelimit
 from endpoints.models import Endpoint, EndpointHealth
 
@@ -33,7 +33,7 @@ class HeldKind(StrEnum):
     RATE_LIMIT = "rate_limit"
     RETRY_SCHEDULED = "retry_scheduled"  # backoff after a failed attempt
     SCHEDULED = "scheduled"  # not yet due, no attempt made
-    DUE = "due"  # due now: the next claim takes it
+    DUE = "due"  # due now: a claim takes it once there is room
 
 
 # Kinds that are a hold (something outside the delivery stops it) rather
@@ -181,4 +181,4 @@ def delivery_held(*, delivery: Delivery, now: datetime) -> Held | None:
             )
         return Held(HeldKind.SCHEDULED, f"Due at {at}", delivery.next_attempt_at)
     since = when(delivery.next_attempt_at, now=now)
-    return Held(HeldKind.DUE, f"Due now (since {since}): the next claim sends it", None)
+    return Held(HeldKind.DUE, f"Due now (since {since}): {SENT_WHEN_ROOM}", None)

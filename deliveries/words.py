@@ -73,6 +73,12 @@ def last_error_words(*, last_error: str, status_code: int | None) -> str:
     return last_error
 
 
+# What happens to a due row: the claim takes it once its endpoint and its
+# merchant are under their caps on sends at once (deliveries/dispatch), which
+# a merchant with a backlog may not be at the next claim.
+SENT_WHEN_ROOM = "sent as soon as its endpoint and merchant have a send slot free"
+
+
 def attempt_progress(*, attempts_used: int, max_attempts: int) -> str:
     """ "Retrying (3 of 10)": the attempt that comes next, of the budget."""
     return f"Retrying ({min(attempts_used + 1, max_attempts)} of {max_attempts})"
@@ -149,7 +155,7 @@ def reenable_message(*, due: int, in_flight: int, rate_limit: float | None) -> s
 def replay_message(*, delivery_id: str, held) -> str:
     """What a replay did, from the replayed row's held reason (deliveries.held)."""
     if held is None or held.reason in ("due", "scheduled"):
-        return f"Replayed {delivery_id}: it is due now; the next claim sends it."
+        return f"Replayed {delivery_id}: it is due now, {SENT_WHEN_ROOM}."
     return f"Replayed {delivery_id}: it is pending, but not sent yet. {held.text}."
 
 
@@ -180,7 +186,7 @@ def retry_now_message(held) -> str:
     """What "Retry now" did, from the row's held reason after it."""
     if held is not None and str(held.reason) == "rate_limit":
         return f"It is due now, but the rate limit holds it: {held.text}."
-    return "It is due now: the next claim sends it, without waiting for its retry time."
+    return f"It is due now, without waiting for its retry time: {SENT_WHEN_ROOM}."
 
 
 def enable_message(*, due: int, later: int) -> str:

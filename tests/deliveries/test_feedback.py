@@ -82,7 +82,8 @@ PAUSED = Held(HeldKind.BREAKER_OPEN, "Paused after 10 failures, next try 11:42",
     [
         (
             Held(HeldKind.DUE, "Due now", None),
-            "Replayed dlv_1: it is due now; the next claim sends it.",
+            "Replayed dlv_1: it is due now, sent as soon as its endpoint and merchant "
+            "have a send slot free.",
         ),
         (
             PAUSED,

@@ -78,7 +78,12 @@ TABLE = {
         "+2s",
     ),
     "retry": (HeldKind.RETRY_SCHEDULED, "Retrying (3 of 10) at {+1h}", "+1h"),
-    "due": (HeldKind.DUE, "Due now (since {-1h}): the next claim sends it", None),
+    "due": (
+        HeldKind.DUE,
+        "Due now (since {-1h}): sent as soon as its endpoint and merchant have a "
+        "send slot free",
+        None,
+    ),
 }
 OFFSETS = {"+1h": HOUR, "+2s": timedelta(seconds=2), "-1h": -HOUR}
 

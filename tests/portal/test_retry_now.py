@@ -39,7 +39,10 @@ def test_retry_now_makes_a_waiting_delivery_due(client, world):
     delivery = Delivery.objects.get(pk=world.mine.delivery.pk)
     assert delivery.next_attempt_at <= utcnow()
     assert delivery.attempt_count == 1  # the budget is untouched
-    assert "It is due now: the next claim sends it" in response.content.decode()
+    assert (
+        "It is due now, without waiting for its retry time: sent as soon as its "
+        "endpoint and merchant have a send slot free"
+    ) in response.content.decode()
 
 
 def test_retry_now_on_a_paused_endpoint_says_why_and_changes_nothing(client, world):
