@@ -110,9 +110,14 @@ class Heartbeat:
         """One beat, and a judgement when due; False if the database failed."""
         sent_at = time.monotonic()
         try:
-            beat = heartbeat_touch(worker_id=self.worker_id)
-            if self._marks is None:
-                self._first(beat)
+            first = self._marks is None
+            if first:
+                shared = heartbeat_in_use(
+                    worker_id=self.worker_id, within=self.dead_after
+                )
+            beat = heartbeat_touch(worker_id=self.worker_id, first=first)
+            if first:
+                self._first(beat, shared=shared)
         except Exception as exc:  # noqa: BLE001 - the thread must outlive anything
             self._steady_since = None
             logger.warning("heartbeat failed (%s: %s)", type(exc).__name__, exc)
@@ -142,10 +147,18 @@ class Heartbeat:
                 connection.close()
         return True
 
-    def _first(self, beat: Beat) -> None:
+    def _first(self, beat: Beat, *, shared: str | None) -> None:
         """Leases under this worker id older than this process are a
-        predecessor's (a restart that kept the id): released at once."""
-        if self.lease_seconds is not None:
+        predecessor's (a restart that kept the id): released at once, unless
+        another live process beats under the same id (a misconfiguration)."""
+        if shared:
+            logger.error(
+                "worker id %s is in use by another live dispatcher (%s):"
+                " give each dispatcher its own WORKER_ID",
+                self.worker_id,
+                shared,
+            )
+        elif self.lease_seconds is not None:
             before = self._started_at + timedelta(seconds=self.lease_seconds)
             rescue.rescue_log(
                 rescue.predecessor_rescue(
@@ -168,15 +181,39 @@ class Heartbeat:
         return (at - self._steady_since).total_seconds() >= self.dead_after
 
 
+def heartbeat_in_use(*, worker_id: str, within: float) -> str | None:
+    """Another process (host, pid) that beat under this worker id within
+    `within` seconds, if any."""
+    row = (
+        DispatcherHeartbeat.objects.filter(
+            worker_id=worker_id, last_seen_at__gte=Now() - timedelta(seconds=within)
+        )
+        .exclude(hostname=socket.gethostname(), pid=os.getpid())
+        .values_list("hostname", "pid")
+        .first()
+    )
+    return None if row is None else f"{row[0]}, pid {row[1]}"
+
+
 def heartbeat_touch(
-    *, worker_id: str, now: datetime | None = None, started_at: datetime | None = None
+    *,
+    worker_id: str,
+    now: datetime | None = None,
+    started_at: datetime | None = None,
+    first: bool = False,
 ) -> Beat:
     """Upsert this dispatcher's row at the database's time (or `now` and
-    `started_at`, for seeding), and read back what the judges wrote on it."""
+    `started_at`, for seeding), and read back what the judges wrote on it.
+    A process's first beat also says which process it is."""
     stamp = Now() if now is None else now
+    this = (
+        {"hostname": socket.gethostname(), "pid": os.getpid(), "started_at": stamp}
+        if first
+        else {}
+    )
     with transaction.atomic():
         touched = DispatcherHeartbeat.objects.filter(worker_id=worker_id).update(
-            last_seen_at=stamp
+            last_seen_at=stamp, **this
         )
         if not touched:
             DispatcherHeartbeat.objects.create(

@@ -3,7 +3,9 @@ own that tells the send loop what the judges wrote on its row."""
 
 from __future__ import annotations
 
+import os
 import queue
+import socket
 import threading
 from datetime import UTC, datetime, timedelta
 from io import StringIO
@@ -11,9 +13,10 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
+from deliveries.dispatch import claiming
 from deliveries.dispatch.heartbeat import Heartbeat, beat_interval, heartbeat_touch
 from deliveries.dispatch.maintenance import Maintenance
-from deliveries.models import DispatcherHeartbeat
+from deliveries.models import Delivery, DispatcherHeartbeat
 from deliveries.services import event_publish
 from relayproject.clock import utcnow
 from tests import factories
@@ -109,3 +112,38 @@ def test_a_judge_judges_only_after_beating_without_a_break_for_the_threshold(
 @pytest.mark.parametrize(("dead_after", "every"), [(20, 5), (30, 5), (3, 0.75)])
 def test_four_beats_fit_in_the_dead_threshold(dead_after, every):
     assert beat_interval(dead_after) == every
+
+
+def predecessor_held(*, seen_ago: float) -> list[str]:
+    """Rows claimed under worker id `w` by another process, last seen `seen_ago`."""
+    endpoint = factories.endpoint()
+    before = utcnow() - timedelta(seconds=seen_ago + 1)
+    event_publish(merchant=endpoint.merchant, type="a", data={}, now=before)
+    claim = claiming.claim_batch(worker_id="w", now=before, lease_seconds=600, limit=1)
+    heartbeat_touch(worker_id="w", now=utcnow() - timedelta(seconds=seen_ago))
+    DispatcherHeartbeat.objects.update(hostname="old-host", pid=1)
+    return claim.delivery_ids
+
+
+def due() -> set[str]:
+    rows = Delivery.objects.filter(next_attempt_at__lte=utcnow())
+    return set(rows.values_list("pk", flat=True))
+
+
+def test_a_restart_under_the_same_worker_id_frees_what_the_gone_one_held():
+    held = predecessor_held(seen_ago=60)
+
+    assert Heartbeat(worker_id="w", dead_after=20, lease_seconds=600).beat_once()
+
+    assert due() == set(held)
+    row = DispatcherHeartbeat.objects.get()
+    assert (row.hostname, row.pid) == (socket.gethostname(), os.getpid())
+
+
+def test_a_live_process_sharing_the_worker_id_keeps_its_rows(caplog):
+    predecessor_held(seen_ago=2)
+
+    assert Heartbeat(worker_id="w", dead_after=20, lease_seconds=600).beat_once()
+
+    assert due() == set()
+    assert "in use by another live dispatcher (old-host, pid 1)" in caplog.text
