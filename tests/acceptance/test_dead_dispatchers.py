@@ -302,6 +302,8 @@ def test_a_database_restart_longer_than_the_threshold_kills_no_dispatcher(
             assert child.wait(30) == 0, child.stderr[-3000:]
 
     assert "database unavailable" in children[0].stderr
-    assert counters.counter_totals().get((rescue.DEAD, ""), 0) == 0
-    assert not Attempt.objects.filter(error_kind="lease_expired").exists()
+    totals = counters.counter_totals()
+    assert totals.get((rescue.DEAD, ""), 0) == totals.get((rescue.RELEASED, ""), 0) == 0
+    # (A claim whose commit was answered into the cut is still resent after
+    # its lease, as lease_expired: that is the lease's job, not a death.)
     assert set(Delivery.objects.values_list("status", flat=True)) == {"succeeded"}
