@@ -159,3 +159,25 @@ def test_admin_delivery_page_shows_the_attempt_record(live_server, width):
         page.goto(f"{live_server.url}/admin/deliveries/delivery/pipeline/")
         expect(page.locator("#pending-held")).to_be_visible()
         shot(page, f"truth-admin-pipeline-{width}")
+
+
+def test_disable_asks_first_and_dismissing_changes_nothing(live_server, settings):
+    from endpoints.models import Endpoint
+
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    endpoint, _, _ = world()
+    asked: list[str] = []
+    with chromium_page(width=1280, height=900) as page:
+        page.goto(f"{live_server.url}/portal/")
+        page.fill("#id_username", "alice")
+        page.fill("#id_password", PASSWORD)
+        page.click("button[type=submit]")
+        page.goto(f"{live_server.url}/portal/m/acme/endpoints/{endpoint.pk}/")
+        page.once("dialog", lambda d: (asked.append(d.message), d.dismiss()))
+        page.click("#toggle")
+        assert asked and "held, not lost" in asked[0]
+        assert Endpoint.objects.get(pk=endpoint.pk).is_active
+        page.once("dialog", lambda d: d.accept())
+        page.click("#toggle")
+        expect(page.locator(".messages")).to_contain_text("Endpoint disabled")
+        assert not Endpoint.objects.get(pk=endpoint.pk).is_active
