@@ -299,6 +299,8 @@ def deliveries_bulk_replay(request: HttpRequest, access: Access) -> HttpResponse
                 "count": min(total, BULK_REPLAY_CAP),
                 "cap": BULK_REPLAY_CAP,
                 "fields": _bulk_fields(form),
+                "filter_words": _filter_words(form),
+                "still_failing": _still_failing(access, endpoint_id),
                 "endpoint_id": endpoint_id or "",
                 "back": back,
             },
@@ -311,6 +313,37 @@ def deliveries_bulk_replay(request: HttpRequest, access: Access) -> HttpResponse
         words += f" {left} more match the filter: replay again for the next batch."
     messages.success(request, words)
     return redirect(back + "?status=pending")
+
+
+FILTER_NAMES = {
+    "q": "id",
+    "event_type": "event type",
+    "since": "since",
+    "until": "until",
+}
+
+
+def _filter_words(form: DeliveryFilterForm) -> str:
+    """The filter being replayed, restated: "event type order.*, since ..."."""
+    parts = [
+        f"{label} {form.data[name]}"
+        for name, label in FILTER_NAMES.items()
+        if form.data.get(name)
+    ]
+    return ", ".join(parts) or "every dead delivery"
+
+
+def _still_failing(access: Access, endpoint_id: str | None) -> list:
+    """Endpoints of the replay that fail now: their replays would likely die again."""
+    from deliveries.notifications.selectors import is_failing
+    from endpoints.models import Endpoint
+
+    endpoints = Endpoint.objects.filter(merchant=access.merchant).select_related(
+        "health", "watch"
+    )
+    if endpoint_id:
+        endpoints = endpoints.filter(pk=endpoint_id)
+    return [e for e in endpoints if is_failing(e) or not e.is_active]
 
 
 def _log_url(access: Access, endpoint_id: str | None) -> str:

@@ -13,6 +13,17 @@ from endpoints.portal.forms import RecoverForm
 from endpoints.portal.views.common import page
 from relayproject.clock import utcnow
 
+PRESETS = (
+    ("Last hour", timedelta(hours=1)),
+    ("Last 24 hours", timedelta(days=1)),
+    ("Last 7 days", timedelta(days=7)),
+)
+
+
+def presets(now) -> list[tuple[str, str]]:
+    """One-click windows: each posts its "since" to the count step."""
+    return [(label, (now - ago).strftime("%Y-%m-%dT%H:%M")) for label, ago in PRESETS]
+
 
 @portal_view(methods=READ + WRITE)
 def endpoint_recover(request: HttpRequest, access: Access) -> HttpResponse:
@@ -22,11 +33,20 @@ def endpoint_recover(request: HttpRequest, access: Access) -> HttpResponse:
     if request.method != "POST":
         since = (utcnow() - timedelta(days=1)).strftime("%Y-%m-%dT%H:%M")
         form = RecoverForm(initial={"since": since})
-        return page(request, access, "endpoint_recover.html", {"form": form})
+        return page(
+            request,
+            access,
+            "endpoint_recover.html",
+            {"form": form, "presets": presets(utcnow())},
+        )
     form = RecoverForm(request.POST)
     if not form.is_valid():
         return page(
-            request, access, "endpoint_recover.html", {"form": form}, status=400
+            request,
+            access,
+            "endpoint_recover.html",
+            {"form": form, "presets": presets(utcnow())},
+            status=400,
         )
     since = form.cleaned_data["since"]
     if not form.cleaned_data["confirm"]:

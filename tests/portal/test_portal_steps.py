@@ -1,0 +1,45 @@
+"""Recover presets, and a bulk replay confirmation that restates its filter
+and warns while the endpoint still fails."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from endpoints.models import EndpointHealth
+
+pytestmark = pytest.mark.django_db
+
+
+def url(name, side, *extra):
+    return reverse(f"portal:{name}", args=[side.merchant.slug, *extra])
+
+
+def test_recover_offers_presets_that_count_at_once(client, world):
+    client.force_login(world.owner)
+    page = client.get(url("endpoint_recover", world.mine, world.mine.endpoint.pk))
+    html = page.content.decode()
+    for label in ("Last hour", "Last 24 hours", "Last 7 days"):
+        assert f">{label}</button>" in html
+    since = page.context["presets"][0][1]  # the last hour
+    html = client.post(
+        url("endpoint_recover", world.mine, world.mine.endpoint.pk), {"since": since}
+    ).content.decode()
+    assert "<strong>1</strong> dead delivery since" in html
+
+
+@pytest.mark.parametrize(("paused", "warned"), [(False, False), (True, True)])
+def test_bulk_confirm_restates_the_filter_and_warns_while_failing(
+    client, world, paused, warned
+):
+    if paused:
+        EndpointHealth.objects.filter(pk=world.mine.endpoint.pk).update(
+            breaker_state="open"
+        )
+    client.force_login(world.owner)
+    html = client.post(
+        url("deliveries_bulk_replay", world.mine),
+        {"status": "dead", "event_type": "order.*"},
+    ).content.decode()
+    assert 'id="bulk-filter">Filter: event type order.*.' in html
+    assert ('id="bulk-warning"' in html) is warned
