@@ -30,6 +30,11 @@ urlpatterns = [
     path("theme.css", link.theme_css, name="theme_css"),
     path(M, endpoints.endpoint_list, name="endpoint_list"),
     path(M + "endpoints/new/", endpoints.endpoint_create, name="endpoint_create"),
+    path(
+        M + "endpoints/new/test-receiver/",
+        endpoints.endpoint_create_test,
+        name="endpoint_create_test",
+    ),
     path(EP, endpoints.endpoint_detail, name="endpoint_detail"),
     path(EP + "edit/", endpoints.endpoint_edit, name="endpoint_edit"),
     path(EP + "toggle/", endpoints.endpoint_toggle, name="endpoint_toggle"),

@@ -43,3 +43,37 @@ def test_bulk_confirm_restates_the_filter_and_warns_while_failing(
     ).content.decode()
     assert 'id="bulk-filter">Filter: event type order.*.' in html
     assert ('id="bulk-warning"' in html) is warned
+
+
+def test_a_new_endpoint_can_point_at_the_built_in_test_receiver(
+    client, world, settings
+):
+    settings.RELAY_DEMO = True
+    settings.RELAY_BASE_URL = "http://127.0.0.1:8100"
+    client.force_login(world.owner)
+    page = client.get(
+        reverse("portal:endpoint_create", args=[world.mine.merchant.slug])
+    )
+    assert 'id="test-receiver"' in page.content.decode()
+
+    response = client.post(
+        reverse("portal:endpoint_create_test", args=[world.mine.merchant.slug])
+    )
+
+    endpoint = world.mine.merchant.endpoints.get(
+        description="The built-in test receiver"
+    )
+    assert endpoint.url == f"http://127.0.0.1:8100/demo/receiver/{endpoint.pk}/"
+    assert response["Location"] == url("endpoint_detail", world.mine, endpoint.pk)
+
+
+def test_without_the_demo_there_is_no_test_receiver_to_offer(client, world, settings):
+    settings.RELAY_DEMO = False
+    settings.DEBUG = False
+    client.force_login(world.owner)
+    slug = world.mine.merchant.slug
+    page = client.get(reverse("portal:endpoint_create", args=[slug]))
+    assert 'id="test-receiver"' not in page.content.decode()
+    response = client.post(reverse("portal:endpoint_create_test", args=[slug]))
+    assert response.status_code == 404
+    assert not world.mine.merchant.endpoints.filter(url__contains="/demo/").exists()

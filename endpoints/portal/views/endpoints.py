@@ -8,7 +8,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 
 from endpoints import quotas, services
@@ -123,6 +123,8 @@ def _save(request: HttpRequest, access: Access, form: EndpointForm, save) -> boo
 
 @portal_view(methods=BOTH)
 def endpoint_create(request: HttpRequest, access: Access) -> HttpResponse:
+    from relayproject.demo import demo_enabled
+
     seen = _seen_types(access)
     form = EndpointForm(
         request.POST if request.method == "POST" else None, seen_types=seen
@@ -146,9 +148,46 @@ def endpoint_create(request: HttpRequest, access: Access) -> HttpResponse:
         request,
         access,
         "endpoint_form.html",
-        {"form": form, "creating": True, "preview": preview},
+        {
+            "form": form,
+            "creating": True,
+            "preview": preview,
+            "test_receiver": demo_enabled(),
+        },
         status=status,
     )
+
+
+@portal_view(methods=WRITE)
+def endpoint_create_test(request: HttpRequest, access: Access) -> HttpResponse:
+    """An endpoint pointed at the built-in test receiver (where it is routed),
+    so a merchant can send a test before their own receiver exists."""
+    from relayproject.demo import demo_enabled, demo_endpoint_url
+
+    if not demo_enabled():
+        raise Http404("The built-in test receiver is not enabled here.")
+    base = settings.RELAY_BASE_URL
+    try:
+        with transaction.atomic():
+            # Its URL names its own id, known once it exists.
+            endpoint = services.endpoint_create(
+                merchant=access.merchant,
+                url=f"{base}/demo/receiver/new/",
+                description="The built-in test receiver",
+            )
+            services.endpoint_update(
+                endpoint=endpoint, url=demo_endpoint_url(base, endpoint)
+            )
+    except ValidationError as exc:
+        words = "; ".join(m for ms in exc.message_dict.values() for m in ms)
+        messages.error(request, f"No test endpoint was made: {words}")
+        return redirect("portal:endpoint_create", access.merchant.slug)
+    messages.success(
+        request,
+        f"Endpoint {endpoint.pk} created, pointed at the built-in test receiver: "
+        "send it a test ping, then open the receiver to see what arrived.",
+    )
+    return redirect("portal:endpoint_detail", access.merchant.slug, endpoint.pk)
 
 
 @portal_view(methods=BOTH)
