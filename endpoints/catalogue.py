@@ -23,12 +23,12 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from jsonschema import SchemaError
 
-from endpoints import schema_safety
+from endpoints import schema_checks, schema_safety
 from endpoints.matching import is_valid_event_type
 from endpoints.models import EventType
 from relayproject.jsonlimits import json_depth, json_problems
 
-MAX_PROBLEMS_PER_EVENT = 5
+MAX_PROBLEMS_PER_EVENT = schema_safety.MAX_ERRORS
 MAX_SCHEMA_DEPTH = 100  # the walks below, and jsonschema's, recurse
 RESERVED_PREFIX = "relay."
 RESERVED_MESSAGE = (
@@ -62,7 +62,7 @@ def _loaded(schema: object) -> object:
     schema_safety existed: such a schema is never evaluated."""
     if not isinstance(schema, dict):
         return _Refusing("The schema of this event type is not a JSON object.")
-    refusals = schema_safety.static_refusals(schema)
+    refusals = schema_checks.static_refusals(schema)
     if refusals:
         return _Refusing(
             f"The schema of this event type cannot be evaluated safely "
@@ -95,7 +95,10 @@ def _data_problems(validator, data: object, index: int) -> list[PayloadProblem]:
     if isinstance(validator, _Refusing):
         return [PayloadProblem(index, [], validator.message)]
     try:
-        errors = schema_safety.bounded_errors(validator, data)
+        # Only the errors shown are built: the rest are never drawn.
+        errors = schema_safety.bounded_errors(
+            validator, data, limit=MAX_PROBLEMS_PER_EVENT
+        )
     except schema_safety.SchemaTooCostly:
         return [
             PayloadProblem(
@@ -110,8 +113,7 @@ def _data_problems(validator, data: object, index: int) -> list[PayloadProblem]:
         return [PayloadProblem(index, [], message[:300])]
     errors.sort(key=lambda e: list(e.absolute_path))
     return [
-        PayloadProblem(index, list(e.absolute_path), e.message[:300])
-        for e in errors[:MAX_PROBLEMS_PER_EVENT]
+        PayloadProblem(index, list(e.absolute_path), e.message[:300]) for e in errors
     ]
 
 
@@ -172,7 +174,7 @@ def _schema_errors(schema: object) -> list[str]:
         return ["A JSON Schema is a JSON object."]
     if json_depth(schema, stop_above=MAX_SCHEMA_DEPTH) > MAX_SCHEMA_DEPTH:
         return [f"A schema may nest at most {MAX_SCHEMA_DEPTH} levels deep."]
-    if refusals := schema_safety.static_refusals(schema):
+    if refusals := schema_checks.static_refusals(schema):
         return refusals
     try:
         schema_safety.validator_class(schema).check_schema(schema)
@@ -181,7 +183,7 @@ def _schema_errors(schema: object) -> list[str]:
             f"Not a valid JSON Schema at {_path_text(exc.absolute_path)}: "
             f"{exc.message[:300]}"
         ]
-    return schema_safety.probe_refusals(schema)
+    return schema_checks.probe_refusals(schema)
 
 
 def event_type_create(

@@ -10,20 +10,25 @@ so three things jsonschema does by default are taken away from it:
   `additionalProperties` that depends on them) run on RE2, whose time is
   linear in the input; a pattern RE2 cannot compile is refused at save time;
 - unbounded work: `uniqueItems` is linear instead of quadratic, and one
-  validation may evaluate at most `step_budget(data)` keywords, so `$ref`
-  chains that fan out exponentially end in a refusal, not a stuck worker.
+  validation may spend at most `step_budget(data)` steps, so `$ref` chains
+  that fan out exponentially end in a refusal, not a stuck worker. A step is
+  charged for the work a keyword does, not for the call: `enum`, `required`
+  and `dependentRequired` cost one per listed item, `const` one per JSON
+  value in it, `patternProperties` one per pattern and key tried, and every
+  error built costs one more. Only the first few errors are built (a
+  publish shows MAX_ERRORS), and the lists behind those keywords are capped
+  at save time (endpoints/schema_checks.py), so a schema cannot make each
+  call expensive either.
 """
 
 from __future__ import annotations
 
 import contextvars
 import functools
-from collections.abc import Iterator
-from urllib.parse import unquote
+import itertools
 
 import re2
 import referencing
-import referencing.exceptions
 from jsonschema import Draft202012Validator, ValidationError
 from jsonschema.validators import extend, validator_for
 
@@ -31,6 +36,9 @@ from jsonschema.validators import extend, validator_for
 # each JSON value in the data: a realistic schema spends a handful per value.
 BASE_STEPS = 10_000
 STEPS_PER_VALUE = 50
+# No more errors than this are ever built for one validation (the publish
+# answer shows at most this many per event).
+MAX_ERRORS = 5
 REF_KEYWORDS = ("$ref", "$dynamicRef", "$recursiveRef")
 # Values under these keywords are data, not schemas: a "$ref" in them is inert.
 DATA_KEYWORDS = frozenset({"const", "enum", "examples", "default"})
@@ -149,14 +157,76 @@ _REPLACED = {
 }
 
 
-def _counted(keyword):
+def json_values(value: object) -> int:
+    """How many JSON values value is made of (itself included)."""
+    values, stack = 0, [value]
+    while stack:
+        item = stack.pop()
+        values += 1
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return values
+
+
+def _pattern_cost(value, instance) -> int:
+    if not isinstance(instance, dict) or not isinstance(value, dict):
+        return 1
+    return 1 + len(value) * len(instance)
+
+
+def _additional_cost(value, instance, schema) -> int:
+    patterns = schema.get("patternProperties")
+    if not isinstance(instance, dict) or not isinstance(patterns, dict):
+        return 1
+    return 1 + len(patterns) * len(instance)
+
+
+def _list_cost(value) -> int:
+    return 1 + len(value) if isinstance(value, list | dict) else 1
+
+
+def _dependent_cost(value) -> int:
+    if not isinstance(value, dict):
+        return 1
+    return 1 + sum(len(v) for v in value.values() if isinstance(v, list))
+
+
+def _cost(name: str, value, instance, schema) -> int:
+    """The steps one call of keyword `name` costs: the work it does."""
+    if name in ("enum", "required"):
+        return _list_cost(value)
+    if name == "dependentRequired":
+        return _dependent_cost(value)
+    if name == "const":
+        return json_values(value)
+    if name == "patternProperties":
+        return _pattern_cost(value, instance)
+    if name == "additionalProperties":
+        return _additional_cost(value, instance, schema)
+    if name == "uniqueItems" and isinstance(instance, list):
+        return 1 + len(instance)
+    return 1
+
+
+def _spend(steps: int) -> None:
+    left = _steps_left.get()
+    if left is not None:
+        left[0] -= steps
+        if left[0] < 0:
+            raise SchemaTooCostly
+
+
+def _counted(name: str, keyword):
     def spend_then_run(validator, value, instance, schema):
-        left = _steps_left.get()
-        if left is not None:
-            left[0] -= 1
-            if left[0] < 0:
-                raise SchemaTooCostly
-        return keyword(validator, value, instance, schema)
+        _spend(_cost(name, value, instance, schema))
+        errors = keyword(validator, value, instance, schema)
+        if errors is None:
+            return
+        for error in errors:
+            _spend(1)  # building an error (its message, its repr) is work too
+            yield error
 
     return spend_then_run
 
@@ -165,7 +235,7 @@ def _counted(keyword):
 def _safe_class(base: type) -> type:
     keywords = {**base.VALIDATORS}
     keywords.update({k: f for k, f in _REPLACED.items() if k in base.VALIDATORS})
-    return extend(base, {k: _counted(f) for k, f in keywords.items()})
+    return extend(base, {k: _counted(k, f) for k, f in keywords.items()})
 
 
 def validator_class(schema: dict) -> type:
@@ -178,157 +248,36 @@ def safe_validator(schema: dict):
 
 
 def step_budget(data: object) -> int:
-    values, stack = 0, [data]
-    while stack:
-        value = stack.pop()
-        values += 1
-        if isinstance(value, dict):
-            stack.extend(value.values())
-        elif isinstance(value, list):
-            stack.extend(value)
-    return BASE_STEPS + STEPS_PER_VALUE * values
+    return BASE_STEPS + STEPS_PER_VALUE * json_values(data)
 
 
-def bounded_errors(validator, data: object) -> list[ValidationError]:
-    """Every error of data against validator's schema, within step_budget(data).
+class Budget:
+    """The steps one validation may spend; `spent` tells how many it did."""
+
+    def __init__(self, steps: int) -> None:
+        self.steps = steps
+        self._left = [steps]
+
+    @property
+    def spent(self) -> int:
+        return self.steps - self._left[0]
+
+
+def bounded_errors(
+    validator, data: object, *, limit: int = MAX_ERRORS, budget: Budget | None = None
+) -> list[ValidationError]:
+    """The first `limit` errors of data against validator's schema, within
+    step_budget(data) (or the budget given). The errors are drawn lazily:
+    those past the limit are never built.
 
     Raises SchemaTooCostly past the budget, UnsafePattern for a pattern stored
     before the save-time check, referencing Unresolvable for a missing local ref.
     """
-    token = _steps_left.set([step_budget(data)])
+    budget = budget or Budget(step_budget(data))
+    token = _steps_left.set(budget._left)
     try:
-        return list(validator.iter_errors(data))
+        return list(itertools.islice(validator.iter_errors(data), limit))
     except RecursionError as exc:  # a $ref cycle that consumes no data
         raise SchemaTooCostly from exc
     finally:
         _steps_left.reset(token)
-
-
-# --- save time -------------------------------------------------------------
-
-
-def static_refusals(schema: dict) -> list[str]:
-    """The refusals found by reading schema, without evaluating it."""
-    if "$schema" in schema and not isinstance(schema["$schema"], str):
-        return ["$schema must be a string naming a JSON Schema dialect."]
-    refusals = []
-    if _has_keyword(schema, "unevaluatedProperties") and _has_keyword(
-        schema, "patternProperties"
-    ):
-        # jsonschema evaluates those patterns itself, with backtracking.
-        refusals.append(
-            "unevaluatedProperties cannot be combined with patternProperties; "
-            "use additionalProperties instead."
-        )
-    for where, keyword, value in _walk(schema, schema, []):
-        if keyword in REF_KEYWORDS:
-            refusals.extend(_ref_refusals(keyword, value, where, schema))
-        elif keyword == "pattern":
-            refusals.extend(_pattern_refusals([value], where))
-        elif keyword == "patternProperties":
-            refusals.extend(_pattern_refusals(list(value), where))
-    return refusals[:10]
-
-
-def _walk(node: object, resource: dict, where: list) -> Iterator[tuple]:
-    """(path, keyword, value) of every ref and pattern keyword, with the
-    nearest enclosing resource (`$id`) for resolving `#/...` pointers."""
-    if isinstance(node, list):
-        for i, item in enumerate(node):
-            yield from _walk(item, resource, [*where, i])
-        return
-    if not isinstance(node, dict):
-        return
-    if isinstance(node.get("$id"), str):
-        resource = node
-    for key, value in node.items():
-        if key in DATA_KEYWORDS:
-            continue
-        if (key in REF_KEYWORDS or key == "pattern") and isinstance(value, str):
-            yield where, key, (value, resource) if key != "pattern" else value
-        elif key == "patternProperties" and isinstance(value, dict):
-            yield where, key, value
-        yield from _walk(value, resource, [*where, key])
-
-
-def _place(where: list) -> str:
-    return "/".join(str(p) for p in where) or "(the root)"
-
-
-def _ref_refusals(keyword: str, value: tuple, where: list, root: dict) -> list[str]:
-    ref, resource = value
-    if not ref.startswith("#"):
-        return [
-            f"{keyword} {ref!r} at {_place(where)} is not local: only references "
-            "inside this schema (starting with #) are accepted."
-        ]
-    if ref.startswith("#/") and not _pointer_resolves(ref[1:], resource):
-        return [f"{keyword} {ref!r} at {_place(where)} points at nothing."]
-    if ref[1:] and not ref.startswith("#/") and not _has_anchor(root, ref[1:]):
-        return [f"{keyword} {ref!r} at {_place(where)} names no $anchor."]
-    return []
-
-
-def _pointer_resolves(pointer: str, resource: dict) -> bool:
-    node: object = resource
-    for token in pointer.split("/")[1:]:
-        token = unquote(token).replace("~1", "/").replace("~0", "~")
-        if isinstance(node, dict) and token in node:
-            node = node[token]
-        elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
-            node = node[int(token)]
-        else:
-            return False
-    return True
-
-
-def _has_keyword(node: object, keyword: str) -> bool:
-    if isinstance(node, list):
-        return any(_has_keyword(item, keyword) for item in node)
-    if not isinstance(node, dict):
-        return False
-    return any(
-        k == keyword or _has_keyword(v, keyword)
-        for k, v in node.items()
-        if k not in DATA_KEYWORDS
-    )
-
-
-def _has_anchor(node: object, name: str) -> bool:
-    if isinstance(node, list):
-        return any(_has_anchor(item, name) for item in node)
-    if not isinstance(node, dict):
-        return False
-    if name in (node.get("$anchor"), node.get("$dynamicAnchor")):
-        return True
-    return any(_has_anchor(v, name) for k, v in node.items() if k not in DATA_KEYWORDS)
-
-
-def _pattern_refusals(patterns: list, where: list) -> list[str]:
-    refusals = []
-    for pattern in patterns:
-        try:
-            compiled(pattern)
-        except UnsafePattern:
-            refusals.append(
-                f"pattern {pattern[:100]!r} at {_place(where)} cannot run in "
-                "linear time (RE2 syntax: no backreferences or lookaround)."
-            )
-    return refusals
-
-
-def probe_refusals(schema: dict) -> list[str]:
-    """Schemas whose keywords apply whatever the data (allOf over $refs) can
-    cost exponential time or recurse for ever: try them on trivial values."""
-    validator = safe_validator(schema)
-    for probe in (None, {}, [], "", 0):
-        try:
-            bounded_errors(validator, probe)
-        except SchemaTooCostly:
-            return [
-                "The schema costs too much to evaluate, even for an empty value "
-                "(its $refs recurse or fan out without end)."
-            ]
-        except referencing.exceptions.Unresolvable as exc:
-            return [f"A $ref cannot be resolved: {str(exc)[:200]}"]
-    return []
