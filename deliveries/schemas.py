@@ -111,7 +111,7 @@ class AttemptOut(Schema):
     worker_id: str
     # What the attempt sent and got back, as recorded; null on attempts made
     # before these were kept. [[name, value], ...] in order; custom header
-    # values and signatures are fingerprints ("redacted, sha256 1a2b3c4d").
+    # values and signatures are fingerprints ("redacted, hmac 1a2b3c4d").
     request_url: str | None
     request_headers: list[list[str]] | None
     response_headers: list[list[str]] | None

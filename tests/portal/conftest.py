@@ -46,7 +46,7 @@ def dead_delivery(endpoint: Endpoint, *, type: str = "order.paid") -> Delivery:
         request_headers=[
             ["Content-Type", "application/json"],
             ["webhook-id", event.pk],
-            ["webhook-signature", "redacted, sha256 0badc0de"],
+            ["webhook-signature", "redacted, hmac 0badc0de"],
             ["X-Relay-Attempt", "1"],
         ],
         response_headers=[["Content-Type", "text/plain"]],

@@ -3,11 +3,14 @@ show that record, never a rebuild from the endpoint as it is now."""
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.urls import reverse
 
+from deliveries.dispatch import sendloop
 from deliveries.models import Attempt, Delivery
 from deliveries.services import event_publish
 from endpoints.models import Membership
@@ -44,11 +47,26 @@ def test_the_attempt_stores_url_and_headers_with_secrets_as_fingerprints(sent):
     headers = dict(attempt.request_headers)
     assert headers["X-Relay-Attempt"] == "1"
     assert headers["webhook-id"] == got.headers["webhook-id"]
-    assert headers["Authorization"].startswith("redacted, sha256 ")
-    assert headers["webhook-signature"].startswith("redacted, sha256 ")
+    assert headers["Authorization"].startswith("redacted, hmac ")
+    assert headers["webhook-signature"].startswith("redacted, hmac ")
     assert TOKEN not in str(attempt.request_headers)
     assert got.headers["webhook-signature"] not in str(attempt.request_headers)
     assert ["X-Receiver-Build", "b-4711"] in attempt.response_headers
+
+
+def test_the_fingerprint_is_keyed_so_viewers_cannot_test_guesses(sent, settings):
+    """A plain sha256(value)[:8] shown to every viewer is an offline oracle
+    for guessing the token; an HMAC keyed from SECRET_KEY is not."""
+    attempt = Attempt.objects.get()
+    shown = dict(attempt.request_headers)["Authorization"]
+    plain = hashlib.sha256(TOKEN.encode()).hexdigest()[:8]
+    assert shown.startswith("redacted, hmac ")
+    assert plain not in shown
+    # Equal values show equal fingerprints; another server key, another one.
+    assert sendloop.fingerprint(TOKEN) == shown
+    assert sendloop.fingerprint(TOKEN + "x") != shown
+    settings.SECRET_KEY = "another-relay-secret-key-for-this-test"
+    assert sendloop.fingerprint(TOKEN) != shown
 
 
 def test_the_delivery_pages_show_the_old_url_and_no_secret(sent, client, settings):

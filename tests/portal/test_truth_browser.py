@@ -24,8 +24,8 @@ HEADERS = [
     ["Content-Type", "application/json"],
     ["webhook-id", "evt_01"],
     ["webhook-timestamp", "1764770000"],
-    ["webhook-signature", "redacted, sha256 1a2b3c4d"],
-    ["Authorization", "redacted, sha256 9f8e7d6c"],
+    ["webhook-signature", "redacted, hmac 1a2b3c4d"],
+    ["Authorization", "redacted, hmac 9f8e7d6c"],
     ["X-Relay-Attempt", "1"],
     ["User-Agent", "webhook-relay/1.0"],
 ]
