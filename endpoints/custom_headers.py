@@ -15,6 +15,11 @@ MAX_VALUE_LENGTH = 1000
 # RFC 9110 token characters, matched over the whole name (fullmatch: "$"
 # would also match before a final newline, and "Host\n" would pass).
 NAME_RE = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+# RFC 9110 field-value: visible ASCII, with spaces and tabs only inside (a
+# leading or trailing one is not part of the value), or empty. obs-text
+# (bytes 0x80-0xFF) is refused, as any non-ASCII: the HTTP client cannot send
+# it, and a control character (\x01, DEL, \u0085, \u2028) fails every send.
+VALUE_RE = re.compile(r"(?:[\x21-\x7e](?:[\x20-\x7e\t]*[\x21-\x7e])?)?")
 RESERVED_NAMES = frozenset(
     {
         "content-type",
@@ -22,6 +27,11 @@ RESERVED_NAMES = frozenset(
         "content-encoding",
         "transfer-encoding",
         "connection",
+        "keep-alive",
+        "te",
+        "trailer",
+        "upgrade",
+        "expect",
         "host",
         "user-agent",
     }
@@ -64,7 +74,8 @@ def header_errors(headers: object) -> list[str]:
         if is_reserved(name):
             errors.append(
                 f"{name} is reserved: the relay sets it (webhook-*, x-relay-*, "
-                "content-type, content-length, host, user-agent and framing headers)."
+                "content-type, content-length, host, user-agent and the framing headers "
+                "connection, keep-alive, te, trailer, upgrade, expect)."
             )
         if normalised(name) in seen:
             errors.append(f"{name} is given twice (names ignore case).")
@@ -73,9 +84,10 @@ def header_errors(headers: object) -> list[str]:
             errors.append(f"{name}: the value must be a string.")
         elif len(value) > MAX_VALUE_LENGTH:
             errors.append(f"{name}: a value is at most {MAX_VALUE_LENGTH} characters.")
-        elif any(c in value for c in "\r\n\x00") or value != value.strip():
+        elif not VALUE_RE.fullmatch(value):
             errors.append(
-                f"{name}: the value may not contain line breaks or NUL, nor start "
-                "or end with spaces."
+                f"{name}: the value may hold only visible ASCII characters, "
+                "spaces and tabs (no line breaks, control or non-ASCII "
+                "characters), and may not start or end with a space."
             )
     return errors

@@ -189,7 +189,10 @@ class EndpointForm(forms.Form):
 
     def clean_headers(self):
         headers: dict[str, str] = {}
-        for number, line in enumerate(self.cleaned_data["headers"].splitlines(), 1):
+        # Only CR/LF end a line: splitlines() would also split on \x85 or
+        # \u2028, hiding a character the value check must name.
+        lines = re.split(r"\r\n|\r|\n", self.cleaned_data["headers"])
+        for number, line in enumerate(lines, 1):
             if not line.strip():
                 continue
             name, colon, value = line.partition(":")

@@ -27,6 +27,12 @@ def test_allowed(headers):
         "X-Relay-Attempt",
         "x-relay-anything",
         "Transfer-Encoding",
+        "Connection",
+        "Keep-Alive",
+        "TE",
+        "Trailer",
+        "Upgrade",
+        "Expect",
     ],
 )
 def test_reserved_names_are_refused(name):
@@ -47,6 +53,23 @@ def test_reserved_names_are_refused(name):
 )
 def test_bad_headers_are_refused(headers, message):
     assert any(message in e for e in header_errors(headers))
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["a\u0001b", "a\u2028b", "a\u0085b", "a\x7fb", "caf\u00e9", "a\x00b", "a\x1bb"],
+    ids=["SOH", "LINE SEPARATOR", "NEL", "DEL", "non-ASCII", "NUL", "ESC"],
+)
+def test_a_value_outside_rfc_9110_field_characters_is_refused(value):
+    """These were saved, then failed every send as a connection error."""
+    errors = header_errors({"X-Token": value})
+    assert len(errors) == 1 and errors[0].startswith("X-Token: ")
+    assert "visible ASCII" in errors[0]
+
+
+@pytest.mark.parametrize("value", ["", "a b\tc", "Bearer x!#$%&'()*+,-./~"])
+def test_field_values_with_inner_spaces_and_tabs_are_accepted(value):
+    assert header_errors({"X-Token": value}) == []
 
 
 @pytest.mark.parametrize("name", ["X-Trail\n", "Host\n", "X-A\r", "\nX-A"])

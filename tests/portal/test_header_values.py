@@ -105,6 +105,31 @@ def test_a_ticked_header_is_removed_and_the_others_kept(client, with_headers):
     }
 
 
+@pytest.mark.parametrize("value", ["a\u0001b", "a\u2028b", "a\x85b", "a\x7fb"])
+def test_a_control_character_in_a_value_is_a_form_error_naming_it(
+    client, with_headers, value
+):
+    client.force_login(with_headers.owner)
+    response = edit(client, with_headers.mine, headers=f"X-New: {value}")
+    assert response.status_code == 400
+    errors = response.context["form"].errors
+    assert any(e.startswith("X-New: ") for e in errors["headers"]), errors
+    endpoint = Endpoint.objects.get(pk=with_headers.mine.endpoint.pk)
+    assert endpoint.headers == SECRET_HEADERS
+
+
+@pytest.mark.parametrize("value", ["a\u0001b", "a\u2028b", "a\x7fb", "caf\u00e9"])
+def test_a_control_character_in_a_value_is_a_422_naming_the_header(db, value):
+    factories.merchant("acme")
+    response = api_as(None).post(
+        "/merchants/acme/endpoints",
+        {"url": "http://127.0.0.1:9/hook", "headers": {"X-Token": value}},
+    )
+    body = assert_problem(response, 422, ["body", "headers"])
+    assert "X-Token: " in " ".join(e["msg"] for e in body["errors"])
+    assert not Endpoint.objects.exists()
+
+
 def test_values_are_encrypted_at_rest_and_sent_in_clear(with_headers):
     no_value_in(column())
     assert "Authorization" in column()  # names stay readable
