@@ -77,3 +77,32 @@ def test_without_the_demo_there_is_no_test_receiver_to_offer(client, world, sett
     response = client.post(reverse("portal:endpoint_create_test", args=[slug]))
     assert response.status_code == 404
     assert not world.mine.merchant.endpoints.filter(url__contains="/demo/").exists()
+
+
+def test_the_catalogue_is_searchable_and_sends_an_example(client, world):
+    from endpoints.catalogue import event_type_create
+
+    event_type_create(name="order.created", description="An order was placed")
+    event_type_create(name="refund.sent", description="Money went back")
+    client.force_login(world.owner)
+    base = reverse("portal:catalogue", args=[world.mine.merchant.slug])
+
+    html = client.get(base, {"q": "money"}).content.decode()
+    assert 'id="type-refund.sent"' in html and 'id="type-order.created"' not in html
+    example = url("endpoint_example", world.mine, world.mine.endpoint.pk)
+    assert f'href="{example}?type=refund.sent"' in html
+    none = client.get(base, {"q": "nothing-like-it"}).content.decode()
+    assert "No event type matches" in none
+    assert "The catalogue is empty" not in none
+
+
+def test_viewers_search_the_catalogue_but_are_offered_no_send(client, world):
+    from endpoints.catalogue import event_type_create
+
+    event_type_create(name="order.created")
+    client.force_login(world.viewer)
+    html = client.get(
+        reverse("portal:catalogue", args=[world.mine.merchant.slug])
+    ).content.decode()
+    assert 'id="type-order.created"' in html
+    assert "Send its example" not in html

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 
@@ -11,20 +12,42 @@ from endpoints.catalogue import merchant_types
 from endpoints.portal.access import READ, WRITE, Access, portal_view
 from endpoints.portal.forms import ExampleForm
 from endpoints.portal.views.common import page
+from endpoints.selectors import endpoints_of_merchant
 from relayproject.limits import LimitExceeded
+
+SEARCH_MAX_CHARS = 100
+SEND_TO_MAX = 20  # endpoints offered under "Send its example to"
 
 
 @portal_view()
 def catalogue(request: HttpRequest, access: Access) -> HttpResponse:
+    """The catalogue, searchable by name or description, each type with a
+    way to send its example to one of the merchant's active endpoints."""
+    q = request.GET.get("q", "").strip()[:SEARCH_MAX_CHARS]
+    rows = merchant_types().order_by("deprecated", "name")
+    if q:
+        rows = rows.filter(Q(name__icontains=q) | Q(description__icontains=q))
     types = [
         {
             "type": t,
             "schema": json.dumps(t.schema, indent=2) if t.schema else "",
             "example": json.dumps(t.example, indent=2) if t.example is not None else "",
         }
-        for t in merchant_types().order_by("deprecated", "name")
+        for t in rows
     ]
-    return page(request, access, "catalogue.html", {"types": types})
+    send_to = []
+    if access.can_edit:
+        send_to = list(
+            endpoints_of_merchant(merchant_id=access.merchant.pk).filter(
+                is_active=True
+            )[:SEND_TO_MAX]
+        )
+    return page(
+        request,
+        access,
+        "catalogue.html",
+        {"types": types, "q": q, "send_to": send_to},
+    )
 
 
 @portal_view(methods=READ + WRITE)
