@@ -127,6 +127,37 @@ def test_the_bucket_refills_at_the_rate(db):
         publish_rate_take(costs={merchant.pk: (merchant, 1)}, now=5000.0)
 
 
+def test_a_lowered_limit_applies_to_a_stale_merchant_at_once(db):
+    """The merchant a publish holds may be a cached copy from before staff
+    lowered its limit: the take reads the rate and burst from the row."""
+    stale = _limited("acme", rate=100, burst=100)
+    Merchant.objects.filter(pk=stale.pk).update(
+        publish_rate_per_second=0.01, publish_burst=2
+    )
+    with pytest.raises(LimitExceeded) as over:
+        publish_rate_take(costs={stale.pk: (stale, 3)}, now=1000.0)
+    assert over.value.setting == "PUBLISH_BURST_PER_MERCHANT"
+    assert "at most 2 at once" in over.value.detail
+    assert not PublishBucket.objects.exists()  # refused whole: nothing taken
+    publish_rate_take(costs={stale.pk: (stale, 2)}, now=1000.0)
+    with pytest.raises(LimitExceeded) as refused:
+        publish_rate_take(costs={stale.pk: (stale, 1)}, now=1000.0)
+    assert refused.value.setting == "PUBLISH_RATE_PER_MERCHANT"
+    assert refused.value.retry_after == pytest.approx(100)
+
+
+def test_a_raised_limit_applies_to_a_stale_merchant_at_once(db, settings):
+    stale = _limited("acme", rate=0.01, burst=1)
+    Merchant.objects.filter(pk=stale.pk).update(publish_burst=10)
+    publish_rate_take(costs={stale.pk: (stale, 10)}, now=1000.0)
+    # Back to the settings, which the stale copy does not know either.
+    settings.PUBLISH_RATE_PER_MERCHANT = 0
+    Merchant.objects.filter(pk=stale.pk).update(
+        publish_rate_per_second=None, publish_burst=None
+    )
+    publish_rate_take(costs={stale.pk: (stale, 50)}, now=1000.0)
+
+
 def test_the_portal_example_past_the_rate_is_a_form_error(acme, client):
     owner = User.objects.create_user("owner", password="pw-for-tests-only")
     Membership.objects.create(user=owner, merchant=acme, role="owner")
