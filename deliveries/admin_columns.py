@@ -19,7 +19,7 @@ from django.utils.http import urlencode
 from deliveries import signing, words
 from deliveries.held import delivery_held
 from deliveries.models import Attempt, Delivery
-from endpoints.admin_present import cut, ms, row_url
+from endpoints.admin_present import cut, ms, row_url, url_cut
 from relayproject.clock import utcnow
 
 RESPONSE_EXCERPT_CHARS = 200
@@ -172,7 +172,7 @@ class DeliveryColumns:
     def endpoint_column(self, delivery: Delivery) -> str:
         return format_html(
             '{}<span class="sub">{}</span>',
-            cut(delivery.endpoint.url),
+            url_cut(delivery.endpoint.url),
             delivery.endpoint.merchant.slug,
         )
 

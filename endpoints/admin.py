@@ -22,16 +22,17 @@ from endpoints.admin_memberships import MembershipGrantsLogged, MembershipInline
 from endpoints.admin_present import (
     QuickRows,
     breaker_words,
-    cut,
     deliveries_links,
     ms,
     percent,
+    url_cut,
 )
 from endpoints.catalogue import fields_errors as catalogue_field_errors
 from endpoints.catalogue import is_reserved as catalogue_is_reserved
 from endpoints.catalogue import merchant_types
 from endpoints.models import (
     Endpoint,
+    EndpointHealth,
     EndpointSecret,
     EventType,
     Merchant,
@@ -175,6 +176,33 @@ class EndpointActions(QuickRows):
 
 @admin.register(Endpoint)
 class EndpointAdmin(EndpointActions, admin.ModelAdmin):
+    # The page's own buttons post to the list's actions (same permission
+    # checks, same log entries): see endpoint_change_form.html.
+    change_form_template = "admin/endpoints/endpoint_change_form.html"
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        endpoint = self.get_object(request, object_id)
+        extra_context = extra_context or {}
+        if endpoint is not None:
+            extra_context["page_actions"] = self.page_actions(request, endpoint)
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    def page_actions(self, request, endpoint: Endpoint) -> list[tuple[str, str, bool]]:
+        """(action, label, is it a danger) that apply to this endpoint now."""
+        paused = endpoint.health.breaker_state != EndpointHealth.State.CLOSED
+        wanted = [
+            ("reset_breaker", False) if paused else ("open_breaker", False),
+            ("disable_endpoint", True)
+            if endpoint.is_active
+            else ("enable_endpoint", False),
+        ]
+        allowed = self.get_actions(request)
+        return [
+            (name, allowed[name][2], danger)
+            for name, danger in wanted
+            if name in allowed
+        ]
+
     list_display = (
         "id",
         "url_cut",
@@ -225,7 +253,11 @@ class EndpointAdmin(EndpointActions, admin.ModelAdmin):
 
     @admin.display(description="url", ordering="url")
     def url_cut(self, endpoint: Endpoint) -> str:
-        return cut(endpoint.url)
+        if not endpoint.description:
+            return url_cut(endpoint.url)
+        return format_html(
+            '{}<span class="sub">{}</span>', url_cut(endpoint.url), endpoint.description
+        )
 
     @admin.display(description="state", ordering="health__breaker_state")
     def breaker_state(self, endpoint: Endpoint) -> str:

@@ -15,7 +15,13 @@ from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
 from endpoints.admin import EndpointActions
-from endpoints.admin_present import breaker_words, cut, deliveries_links, ms, percent
+from endpoints.admin_present import (
+    breaker_words,
+    deliveries_links,
+    ms,
+    percent,
+    url_cut,
+)
 from endpoints.admin_present import utc as utc_text
 from endpoints.models import Endpoint, EndpointHealth
 
@@ -106,7 +112,7 @@ class EndpointHealthAdmin(EndpointActions, admin.ModelAdmin):
             h.endpoint_id,
             "" if h.endpoint.is_active else mark_safe(" <strong>disabled</strong>"),
             h.endpoint.merchant.slug,
-            cut(h.endpoint.url),
+            url_cut(h.endpoint.url),
         )
 
     @admin.display(description="sending", ordering="breaker_state")

@@ -59,7 +59,8 @@ class MembershipInline(admin.TabularInline):
     model = Membership
     formset = MembershipFormSet
     extra = 0
-    raw_id_fields = ("user",)
+    # Picked by name from a search box, not typed as a raw user id.
+    autocomplete_fields = ("user",)
 
     def get_queryset(self, request):
         return super().get_queryset(request).select_related("user")

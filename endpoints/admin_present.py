@@ -42,12 +42,30 @@ def row_url(name: str, *ids: str) -> str:
 
 
 class QuickRows:
-    """A ModelAdmin mixin: the row's action checkbox as one format_html.
+    """A ModelAdmin mixin: the row's action checkbox as one format_html, and
+    the bulk actions in the order staff use them, "Delete" last.
 
     Django renders it through the form widget templates, a template render
     per row: a quarter of the delivery list's time in a profile at 1 M rows.
     The HTML is the same (tests/admin/test_admin_pages.py compares them).
     """
+
+    def changelist_view(self, request, extra_context=None):
+        # "Dead letters", not Django's "Select dead letter to change": staff
+        # come to these lists to read them.
+        extra_context = {
+            "title": self.model._meta.verbose_name_plural.capitalize(),
+            **(extra_context or {}),
+        }
+        return super().changelist_view(request, extra_context)
+
+    def get_actions(self, request):
+        # Django puts "Delete selected" first, where a hurried pick lands.
+        actions = super().get_actions(request)
+        delete = actions.pop("delete_selected", None)
+        if delete is not None:
+            actions["delete_selected"] = delete
+        return actions
 
     @admin.display(description=mark_safe('<input type="checkbox" id="action-toggle">'))
     def action_checkbox(self, obj) -> SafeString:
@@ -64,6 +82,29 @@ class QuickRows:
 def cut(text: str, size: str = "") -> SafeString:
     """A long value cut with an ellipsis by CSS; the whole of it in the tooltip."""
     return format_html('<span class="cut {}" title="{}">{}</span>', size, text, text)
+
+
+URL_SHOWN_CHARS = 34
+
+
+def middle_cut(text: str, keep: int = URL_SHOWN_CHARS) -> str:
+    """`text` with its middle replaced by "…" past `keep` characters.
+
+    URLs of one receiver share their start: cut at the end, two endpoints on
+    one host read the same ("http://127.0.0.1:82…"); the end tells them apart.
+    """
+    if len(text) <= keep:
+        return text
+    tail = keep * 2 // 5
+    head = keep - tail - 1
+    return f"{text[:head]}…{text[-tail:]}"
+
+
+def url_cut(url: str) -> SafeString:
+    """A URL cut in its middle; the whole of it on hover."""
+    return format_html(
+        '<span class="url-cut" title="{}">{}</span>', url, middle_cut(url)
+    )
 
 
 def ms(value: float | None) -> str:

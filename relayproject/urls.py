@@ -7,7 +7,7 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 
 from deliveries.metrics import metrics_view
-from relayproject import demo, views
+from relayproject import admin_find, demo, views
 from relayproject.api import api
 
 # The console's lists need the full width at 1280 px more than a second menu:
@@ -17,6 +17,9 @@ admin.site.enable_nav_sidebar = False
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="portal:home"), name="root"),
     path("portal/", include("endpoints.portal.urls")),
+    path(
+        "admin/find/", admin.site.admin_view(admin_find.admin_find), name="admin_find"
+    ),
     path("admin/", admin.site.urls),
     path("api/v1/", api.urls),
     path("healthz", views.healthz, name="healthz"),
