@@ -88,7 +88,11 @@ class Heartbeat:
         """A clean exit: the row goes, so it is not mistaken for a dead dispatcher."""
         self._stop.set()
         if self._thread.is_alive():
-            self._thread.join()
+            self._thread.join()  # the thread removes the row on its way out
+        else:
+            self._forget()
+
+    def _forget(self) -> None:
         try:
             DispatcherHeartbeat.objects.filter(worker_id=self.worker_id).delete()
         except DatabaseError as exc:
@@ -104,6 +108,11 @@ class Heartbeat:
                 wait = self.every if self.beat_once() else RETRY_SECONDS
                 self._stop.wait(wait)
         finally:
+            # On the connection that wrote the row: the caller's may be inside
+            # a transaction (a test's, a command run from code) that never
+            # commits, and the row would outlive this dispatcher.
+            if self._stop.is_set():
+                self._forget()
             connection.close()  # this thread's own connection
 
     def beat_once(self) -> bool:

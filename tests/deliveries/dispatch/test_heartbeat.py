@@ -59,6 +59,46 @@ def test_run_dispatcher_leaves_no_heartbeat_after_a_clean_stop():
     assert not DispatcherHeartbeat.objects.exists()
 
 
+@pytest.mark.postgres  # what another connection sees once a thread commits
+@pytest.mark.django_db(transaction=False)
+def test_a_clean_stop_removes_the_row_outside_the_caller_s_transaction():
+    # The beat commits on the heartbeat's own connection; a removal made on
+    # the caller's connection would roll back with the caller's transaction
+    # (this test's) and leave a stale dispatcher behind for everyone else.
+    heartbeat = Heartbeat(worker_id="w-inside", dead_after=20, judge=False)
+    heartbeat.start()
+    assert _committed_rows("w-inside", present=True) == ["w-inside"]
+
+    heartbeat.stop()
+
+    assert _committed_rows("w-inside", present=False) == []
+
+
+def _committed_rows(worker_id: str, *, present: bool) -> list[str]:
+    """What another connection sees of the row, waiting (bounded) for it to
+    appear or go."""
+    seen: list[str] = []
+
+    def read():
+        from django.db import connection as own
+
+        try:
+            for _ in range(200):
+                seen[:] = DispatcherHeartbeat.objects.filter(
+                    worker_id=worker_id
+                ).values_list("worker_id", flat=True)
+                if bool(seen) == present:
+                    return
+                threading.Event().wait(0.05)
+        finally:
+            own.close()
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    reader.join()
+    return list(seen)
+
+
 def test_a_beat_tells_the_send_loop_and_a_judge_s_marks_read_back_as_revoked():
     liveness = queue.SimpleQueue()
     heartbeat = Heartbeat(worker_id="w1", dead_after=20, liveness=liveness, judge=False)
