@@ -84,7 +84,7 @@ def cut(text: str, size: str = "") -> SafeString:
     return format_html('<span class="cut {}" title="{}">{}</span>', size, text, text)
 
 
-URL_SHOWN_CHARS = 34
+URL_SHOWN_CHARS = 24
 
 
 def middle_cut(text: str, keep: int = URL_SHOWN_CHARS) -> str:
