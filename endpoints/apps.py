@@ -1,6 +1,15 @@
+from __future__ import annotations
+
 from django.apps import AppConfig
+from django.contrib.auth.signals import user_logged_in
+
+from relayproject.sessions import seen_on_login
 
 
 class EndpointsConfig(AppConfig):
     name = "endpoints"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # Admin and portal sign-ins alike: the idle clock starts at sign-in.
+        user_logged_in.connect(seen_on_login, dispatch_uid="relay_session_seen")

@@ -19,6 +19,7 @@ from django.conf import settings
 
 from endpoints.models import Merchant, PortalLink
 from relayproject.clock import utcnow
+from relayproject.sessions import session_seen
 
 logger = logging.getLogger("endpoints.portal")
 
@@ -125,6 +126,8 @@ def session_start(session, *, link: PortalLink, now: datetime | None = None) -> 
         "expires_at": now.timestamp() + lifetime,
     }
     session.set_expiry(lifetime)
+    # Idle time starts now, not at the first page after it.
+    session_seen(session, now=now.timestamp())
 
 
 def session_link(session, *, now: datetime | None = None) -> SessionLink | None:

@@ -1,11 +1,18 @@
 """Admin and portal sessions end after SESSION_IDLE_SECONDS without a request.
 
 Django's own expiry is fixed at sign-in unless every request saves the
-session; here each session records when it was last used, at most once a
-minute (TOUCH_SECONDS, so a busy page does not write the session table on
-every request), and a request that finds it idle longer than the limit
-signs it out before any view or the admin sees who it was. Each touch also
-re-saves the session, which moves its cookie's and row's expiry forward.
+session; here each session records when it was last used: at sign-in
+(user_logged_in, connected in endpoints/apps.py) and at the start of a
+portal-link session (endpoints.portal_links.session_start), so a session
+never used after it began idles out too; then on a request once a quarter
+of the limit has passed since the mark (at most once a minute,
+TOUCH_SECONDS, so a busy page does not write the session table on every
+request). A quarter, not the whole limit: a user active at any pace under
+the limit keeps a mark at most a quarter old, so a poll every 15 s at a
+60 s limit never finds the session idle. A request that finds it idle longer
+than the limit signs it out before any view or the admin sees who it was.
+Each touch also re-saves the session, which moves its cookie's and row's
+expiry forward.
 """
 
 from __future__ import annotations
@@ -23,6 +30,19 @@ logger = logging.getLogger("relayproject.sessions")
 
 LAST_SEEN_KEY = "relay_last_seen"
 TOUCH_SECONDS = 60
+
+
+def session_seen(session, *, now: float | None = None) -> None:
+    """Mark the session used now (unix seconds): where its idle time starts."""
+    if now is None:
+        now = IdleSessionMiddleware.clock.now().timestamp()
+    session[LAST_SEEN_KEY] = now
+
+
+def seen_on_login(sender, request=None, user=None, **kwargs) -> None:
+    """user_logged_in: a fresh sign-in starts its idle time at once."""
+    if request is not None and hasattr(request, "session"):
+        session_seen(request.session)
 
 
 def _duration(seconds: int) -> str:
@@ -73,5 +93,5 @@ class IdleSessionMiddleware:
                 fail_silently=True,
             )
             return
-        if last_seen is None or now - last_seen >= min(TOUCH_SECONDS, idle_limit):
-            session[LAST_SEEN_KEY] = now
+        if last_seen is None or now - last_seen >= min(TOUCH_SECONDS, idle_limit / 4):
+            session_seen(session, now=now)

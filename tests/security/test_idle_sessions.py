@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client
@@ -9,7 +11,7 @@ from django.urls import reverse
 
 from endpoints import portal_links
 from endpoints.models import Membership
-from relayproject.clock import utcnow
+from relayproject.clock import frozen, utcnow
 from relayproject.sessions import IdleSessionMiddleware
 from tests import factories
 from tests.fakes import FakeClock
@@ -89,3 +91,51 @@ def test_a_portal_link_session_idles_out_too(clock, settings):
     clock.advance(IDLE + 1)
 
     assert client.get(PORTAL_PAGE).status_code == 302
+
+
+# With the project clock: the middleware reads utcnow() through SystemClock.
+LIMIT = 60
+
+
+@pytest.fixture
+def at(settings):
+    settings.SESSION_IDLE_SECONDS = LIMIT
+    start = utcnow()
+    return lambda seconds: frozen(start + timedelta(seconds=seconds))
+
+
+def test_a_session_never_used_after_sign_in_idles_out(at):
+    """The mark is set at sign-in: before, the first request after it set the
+    mark, so a session left idle from sign-in was never signed out."""
+    acme = factories.merchant("acme")
+    user = User.objects.create_user("owner", password="x" * 16)
+    Membership.objects.create(user=user, merchant=acme, role="owner")
+    client = Client()
+    with at(0):
+        client.force_login(user)
+    with at(LIMIT + 1):
+        response = client.get(PORTAL_PAGE)
+    assert response.status_code == 302
+    assert response["Location"].startswith(reverse("portal:login"))
+
+
+def test_a_portal_link_session_never_used_after_it_opens_idles_out(at, settings):
+    settings.PORTAL_SESSION_SECONDS = 10 * LIMIT
+    _, token = portal_links.portal_link_create(
+        merchant=factories.merchant("acme"), role="viewer", created_by="test"
+    )
+    client = Client()
+    with at(0):
+        client.post(reverse("portal:link_open", args=[token]))
+    with at(LIMIT + 1):
+        assert client.get(PORTAL_PAGE).status_code == 302
+
+
+@pytest.mark.parametrize("every", [15, 15.5, 25, 45])
+def test_polling_under_the_limit_never_signs_out(at, owner_client, every):
+    """At a 60 s limit the mark used to move only once 60 s had passed since
+    it, so a poll every 25 s found it 75 s old and signed the user out."""
+    for n in range(12):
+        with at(n * every):
+            response = owner_client.get(PORTAL_PAGE)
+        assert response.status_code == 200, f"poll {n} at {n * every} s"
