@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
@@ -91,3 +92,29 @@ def hourly_chart(hours: Sequence) -> SafeString:
         last=last,
         peak_text=peak_text,
     )
+
+
+@dataclass(frozen=True)
+class TypeOption:
+    name: str
+    description: str
+    deprecated: bool
+    checked: bool
+
+
+def type_groups(
+    names: Sequence[str], *, described: dict, checked: Sequence[str]
+) -> list[tuple[str, list[TypeOption]]]:
+    """The event-type picker's options, grouped by the name's first part
+    ("payment" for payment.captured), groups and names in order.
+
+    `described` maps a catalogue name to (description, deprecated); a type the
+    merchant published that the catalogue does not describe has neither.
+    """
+    groups: dict[str, list[TypeOption]] = {}
+    for name in sorted(names):
+        description, deprecated = described.get(name, ("", False))
+        groups.setdefault(name.split(".", 1)[0], []).append(
+            TypeOption(name, description, deprecated, name in checked)
+        )
+    return sorted(groups.items())

@@ -37,6 +37,20 @@ def _seen_types(access: Access) -> list[str]:
     return sorted(names)
 
 
+def _picker(form: EndpointForm) -> list:
+    """The event-type checkboxes grouped, with each type's description."""
+    from endpoints.catalogue import merchant_types
+    from endpoints.portal.present import type_groups
+
+    described = {
+        t.name: (t.description, t.deprecated)
+        for t in merchant_types().only("name", "description", "deprecated")
+    }
+    names = [value for value, _ in form.fields["known_event_types"].choices]
+    checked = [str(v) for v in form["known_event_types"].value() or ()]
+    return type_groups(names, described=described, checked=checked)
+
+
 PREVIEW_WORDS = {
     "sent": "would be sent",
     "not_subscribed": "not subscribed",
@@ -153,6 +167,7 @@ def endpoint_create(request: HttpRequest, access: Access) -> HttpResponse:
             "creating": True,
             "preview": preview,
             "test_receiver": demo_enabled(),
+            "type_groups": _picker(form),
         },
         status=status,
     )
@@ -216,7 +231,12 @@ def endpoint_edit(request: HttpRequest, access: Access) -> HttpResponse:
         request,
         access,
         "endpoint_form.html",
-        {"form": form, "creating": False, "preview": preview},
+        {
+            "form": form,
+            "creating": False,
+            "preview": preview,
+            "type_groups": _picker(form),
+        },
         status=status,
     )
 

@@ -100,6 +100,31 @@
     });
   }
 
+  // The event-type picker: a search box that hides the types not matching
+  // (name or description); groups left empty hide too.
+  function typeSearch() {
+    var box = document.getElementById("type-search");
+    var picker = document.getElementById("type-picker");
+    if (!box || !picker) return;
+    var none = document.getElementById("type-none");
+    box.hidden = false;
+    box.addEventListener("input", function () {
+      var q = box.value.trim().toLowerCase();
+      var shown = 0;
+      picker.querySelectorAll(".type-group").forEach(function (group) {
+        var inGroup = 0;
+        group.querySelectorAll(".type-option").forEach(function (option) {
+          var match = !q || option.dataset.search.indexOf(q) !== -1;
+          option.hidden = !match;
+          if (match) inGroup++;
+        });
+        group.hidden = inGroup === 0;
+        shown += inGroup;
+      });
+      if (none) none.hidden = shown !== 0;
+    });
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
     document.addEventListener("click", function (event) {
       var button = event.target.closest("button.copy");
@@ -110,5 +135,6 @@
     examplePicker();
     pollDelivery();
     confirmations();
+    typeSearch();
   });
 })();
