@@ -27,3 +27,17 @@ def alert_link(alert) -> str:
         return reverse(f"admin:{name[found.group(1)]}_change", args=[found.group(0)])
     target = _BY_KIND.get(alert.kind)
     return reverse(target) if target else ""
+
+
+@register.filter
+def attempts_of(delivery) -> str:
+    """E.g. "3 of 10": attempts spent of this round's budget; after a replay,
+    which starts a fresh budget, also the attempts made in all."""
+    from django.conf import settings
+
+    budget = delivery.endpoint.max_attempts or settings.MAX_ATTEMPTS
+    spent = delivery.attempts_in_budget
+    words = f"{spent} of {budget}"
+    if delivery.attempt_count != spent:
+        words += f" ({delivery.attempt_count} in all)"
+    return words
