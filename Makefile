@@ -40,16 +40,17 @@ FIXED_DATE_TESTS = grep -rlE 'datetime[(]20[0-9]{2},' tests --include='*.py' \
 	| sed -n -e 's,/conftest[.]py$$,/,p' -e '/\/test_[^/]*[.]py$$/p' | sort -u
 
 # The whole suite. With TEST_DATABASE_URL (as .ci/run sets) it runs on
-# PostgreSQL, then the tests marked both_backends run again on SQLite; both
-# passes end with the fixed-date tests on a clock moved ahead.
+# PostgreSQL, then the tests marked both_backends run again on SQLite; the
+# first pass ends with the fixed-date tests on a clock moved ahead (not the
+# whole suite: heartbeats are judged on the database's clock, which no
+# process setting moves).
 test: install
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 	@echo "--- clock $(CLOCK_SHIFT_DAYS) days ahead (tests that name a fixed date)"
 	RELAY_TEST_CLOCK_SHIFT_DAYS=$(CLOCK_SHIFT_DAYS) $(BIN)/python -m pytest -q $$($(FIXED_DATE_TESTS))
 	@if [ -n "$$TEST_DATABASE_URL" ]; then \
-		echo "--- SQLite pass (tests marked both_backends), clock $(CLOCK_SHIFT_DAYS) days ahead"; \
-		env -u TEST_DATABASE_URL RELAY_SQLITE_PASS=1 RELAY_TEST_CLOCK_SHIFT_DAYS=$(CLOCK_SHIFT_DAYS) \
-			$(BIN)/python -m pytest -m both_backends $(PYTEST_ARGS); \
+		echo "--- SQLite pass (tests marked both_backends)"; \
+		env -u TEST_DATABASE_URL RELAY_SQLITE_PASS=1 $(BIN)/python -m pytest -m both_backends $(PYTEST_ARGS); \
 	fi
 
 lint: install
