@@ -3,7 +3,7 @@
 gunicorn sets a request's scheme from forwarded headers itself, believing the
 peers in its forwarded_allow_ips, loopback by default: anything on the host
 could claim https for a plain request. Here that list is TRUSTED_PROXIES, the
-proxies the application believes (relayproject/proxies.py), and the header is
+proxies the application believes (relayproject/lib/proxies.py), and the header is
 the one the application reads, so both agree; empty believes nobody.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import environ
 
-from relayproject.proxies import forwarded_allow_list
+from relayproject.lib.proxies import forwarded_allow_list
 
 forwarded_allow_ips = forwarded_allow_list(
     environ.Env().list("TRUSTED_PROXIES", default=[])
@@ -20,5 +20,5 @@ forwarded_allow_ips = forwarded_allow_list(
 # the application only X-Forwarded-Proto.
 secure_scheme_headers = {"X-FORWARDED-PROTO": "https"}
 # Portal link tokens out of gunicorn's own access and error logs (the root
-# log handler's filter never sees them): relayproject/gunicorn_logging.py.
-logger_class = "relayproject.gunicorn_logging.ScrubbingLogger"
+# log handler's filter never sees them): relayproject/lib/gunicorn_logging.py.
+logger_class = "relayproject.lib.gunicorn_logging.ScrubbingLogger"

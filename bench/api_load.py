@@ -226,7 +226,7 @@ def in_process(env: dict, *, count: int) -> dict:
 
     from deliveries.services import EventInput, event_publish, events_publish
     from endpoints.models import Merchant
-    from relayproject.ids import new_id
+    from relayproject.lib.ids import new_id
 
     merchant = Merchant.objects.get(slug="bench")
     db_seconds = [0.0]

@@ -115,7 +115,7 @@ def time_claims() -> dict[str, list[float]]:
     from django.db import connection
 
     from deliveries.dispatch import claiming
-    from relayproject.clock import utcnow
+    from relayproject.lib.clock import utcnow
 
     timings: dict[str, list[float]] = {"on": [], "off": []}
     for jit, block in timings.items():
@@ -145,7 +145,7 @@ def server_ms() -> tuple[float, float, str]:
     from django.db import connection, transaction
 
     from deliveries.dispatch import claim_sql, due, shares
-    from relayproject.clock import utcnow
+    from relayproject.lib.clock import utcnow
 
     now = utcnow()
     listed = due.endpoints_with_due_work(now=now, limit=BATCH)

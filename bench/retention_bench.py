@@ -38,7 +38,7 @@ PLAIN_MIGRATION = "0005_dispatcher_heartbeat"
 SERVER = "postgres://postgres@127.0.0.1:5432"
 
 SEED = """
--- Ids as relayproject/ids.py makes them: 10 base32 characters of the
+-- Ids as relayproject/lib/ids.py makes them: 10 base32 characters of the
 -- creation time in milliseconds, then a unique tail (here the row number).
 CREATE FUNCTION pg_temp.b32ms(v bigint) RETURNS text LANGUAGE sql IMMUTABLE AS $$
     SELECT substr('0123456789abcdefghjkmnpqrstvwxyz', ((v >> 45) & 31)::int + 1, 1) ||
@@ -188,10 +188,10 @@ def measure(
 def _seed(rows: int, *, plain: bool) -> None:
     from django.db import connection
 
-    from deliveries import partitions
+    from deliveries.history import partitions
     from endpoints.models import Merchant
     from endpoints.services import endpoint_create
-    from relayproject.clock import utcnow
+    from relayproject.lib.clock import utcnow
 
     merchant = Merchant.objects.create(slug="bench", name="Bench")
     for n in range(50):
@@ -215,7 +215,7 @@ def _timings(rows: int, attempts: int, *, plain: bool) -> dict:
 
     from deliveries.dispatch import claiming
     from deliveries.dispatch.session import limit_dispatcher_sessions
-    from relayproject.clock import utcnow
+    from relayproject.lib.clock import utcnow
 
     # Claim on a session like run_dispatcher's (its limits, and the claim's
     # statements prepared once they repeat), so what is timed is what a

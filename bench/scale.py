@@ -65,11 +65,11 @@ def ensure_database(database_url: str) -> None:
             conn.execute(f'CREATE DATABASE "{name}"')
 
 
-# Ids have the shape of relayproject.ids: the prefix, 10 base32 characters of
+# Ids have the shape of relayproject.lib.ids: the prefix, 10 base32 characters of
 # the creation time in ms (so they sort by time and land in their day's
 # partition), then 16 more (here the row number, so they are unique).
 def _b32(value: str, length: int) -> str:
-    """SQL for the base32 characters of relayproject.ids: one expression per row."""
+    """SQL for the base32 characters of relayproject.lib.ids: one expression per row."""
     alphabet = "0123456789abcdefghjkmnpqrstvwxyz"
     return " || ".join(
         f"substr('{alphabet}', (({value} >> {5 * (length - 1 - k)}) & 31)::int + 1, 1)"
@@ -144,7 +144,7 @@ def seed(rows: int) -> float:
     from django.core.management import call_command
     from django.db import connection
 
-    from deliveries.partitions import partitions_ensure
+    from deliveries.history.partitions import partitions_ensure
     from endpoints.models import ApiKey, EndpointHealth, Membership, Merchant
     from endpoints.services import apikey_create, endpoint_breaker_open, endpoint_create
 

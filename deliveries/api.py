@@ -9,8 +9,10 @@ from django.http import Http404, HttpRequest, HttpResponse
 from ninja import Header, Query, Router, Status
 from pydantic import BeforeValidator
 
-from deliveries import ingest, selectors
+from deliveries import selectors
 from deliveries.models import Delivery
+from deliveries.publish import ingest
+from deliveries.publish.validation import EventsRefused
 from deliveries.schemas import (
     DeliveryDetail,
     DeliveryPage,
@@ -22,16 +24,15 @@ from deliveries.schemas import (
     Replayed,
 )
 from deliveries.services import ReplayRefused, delivery_replay
-from deliveries.validation import EventsRefused
-from endpoints.models import Endpoint
-from relayproject.apiauth import (
+from endpoints.apikeys import (
     api_key,
     idempotency_scope,
     scoped,
     visible_merchant,
 )
-from relayproject.pagination import DEFAULT_LIMIT, MAX_LIMIT, paginate
-from relayproject.problems import COMMON_ERRORS, ApiProblem, Problem
+from endpoints.models import Endpoint
+from relayproject.lib.pagination import DEFAULT_LIMIT, MAX_LIMIT, paginate
+from relayproject.lib.problems import COMMON_ERRORS, ApiProblem, Problem
 
 router = Router(tags=["events and deliveries"])
 

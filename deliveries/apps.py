@@ -7,7 +7,7 @@ class DeliveriesConfig(AppConfig):
 
     def ready(self) -> None:
         # Web and dispatcher processes alike: tracing is on only when the
-        # OTEL_* environment asks for it (relayproject/tracing.py).
-        from relayproject.tracing import tracing_configure
+        # OTEL_* environment asks for it (relayproject/lib/tracing.py).
+        from relayproject.lib.tracing import tracing_configure
 
         tracing_configure()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
-from relayproject.ids import new_delivery_id, new_event_id
+from relayproject.lib.ids import new_delivery_id, new_event_id
 
 
 class Event(models.Model):
@@ -25,7 +25,7 @@ class Event(models.Model):
     # dispatcher's send spans link to it, however much later they run.
     traceparent = models.CharField(max_length=64, blank=True, default="")
     # Idempotency: a key is unique within the API key's scope ("platform" or
-    # "merchant:<pk>", see relayproject.apiauth); the fingerprint tells a replay of the
+    # "merchant:<pk>", see endpoints.apikeys); the fingerprint tells a replay of the
     # same request from a different request that reuses the key.
     idempotency_scope = models.CharField(max_length=80, blank=True, default="")
     idempotency_key = models.CharField(max_length=255, null=True, blank=True)
@@ -60,7 +60,7 @@ class Delivery(models.Model):
     id = models.CharField(primary_key=True, max_length=40, default=new_delivery_id)
     # No database constraint: on PostgreSQL the history tables are partitioned
     # by day (migration 0006) and a foreign key into one would make dropping
-    # a day check every reference. deliveries.retention removes an event only
+    # a day check every reference. deliveries.history.retention removes an event only
     # with its last delivery.
     # Neither relation has an index of its own (Django would add two each on
     # PostgreSQL, one for LIKE): delivery_unique_event_endpoint leads with
@@ -296,7 +296,7 @@ class PublishBucket(models.Model):
 
     Its own row, not columns on the merchant: a merchant's row is part of its
     cached audience's fingerprint (endpoints.audiences), which a publish would
-    otherwise change every time. Written only by deliveries/publish_rate.py.
+    otherwise change every time. Written only by deliveries/publish/rate.py.
     """
 
     merchant = models.OneToOneField(

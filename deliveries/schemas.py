@@ -7,10 +7,10 @@ from typing import Any
 
 from ninja import Field, Schema
 
-from deliveries.held import delivery_held
 from deliveries.models import Delivery
+from deliveries.ops.held import delivery_held
 from endpoints.matching import EVENT_TYPE_RE, MAX_EVENT_TYPE_LENGTH
-from relayproject.clock import utcnow
+from relayproject.lib.clock import utcnow
 
 MAX_BATCH = 500
 
@@ -20,7 +20,7 @@ class EventIn(Schema):
     type: str = Field(
         min_length=1, max_length=MAX_EVENT_TYPE_LENGTH, pattern=EVENT_TYPE_RE.pattern
     )
-    # Depth, size, NUL, surrogates and the schema: deliveries.validation,
+    # Depth, size, NUL, surrogates and the schema: deliveries.publish.validation,
     # the one validator of every publish path.
     data: dict[str, Any]
 
@@ -64,7 +64,7 @@ class EventBatchOut(Schema):
 
 
 class HeldOut(Schema):
-    """Why an unfinished delivery is not moving (see deliveries.held)."""
+    """Why an unfinished delivery is not moving (see deliveries.ops.held)."""
 
     reason: str
     text: str

@@ -11,11 +11,11 @@ from django.db import connection
 from django.db.models import Count, F, Max, Min, Prefetch, Q, QuerySet, Sum
 from django.db.models.functions import TruncMinute
 
-from deliveries.alerts import Alert, pipeline_alerts
 from deliveries.models import Attempt, Delivery, Event
+from deliveries.ops.alerts import Alert, pipeline_alerts
 from endpoints import breaker
 from endpoints.models import Endpoint, EndpointHealth
-from relayproject import rowsql
+from relayproject.lib import rowsql
 
 
 def events_with_deliveries() -> QuerySet[Event]:
@@ -183,7 +183,7 @@ def oldest_pending(*, now: datetime) -> tuple[str | None, float | None]:
             status=Delivery.Status.PENDING, next_attempt_at__lte=now
         )
         # Rows held by a disabled endpoint or a breaker are not waiting for a
-        # dispatcher: their own alerts name them (deliveries.alerts).
+        # dispatcher: their own alerts name them (deliveries.ops.alerts).
         .filter(_CLAIMABLE)
         .order_by("next_attempt_at")
         .values_list("pk", "next_attempt_at")
@@ -252,7 +252,7 @@ def _dead_windows(*, now: datetime) -> dict[str, int]:
 
 
 def pipeline_summary(*, now: datetime) -> PipelineSummary:
-    """The numbers of contract section 7, with a line per alert (deliveries.alerts)."""
+    """The numbers of contract section 7, with a line per alert (deliveries.ops.alerts)."""
     depth = queue_depth(now=now)
     oldest_id, oldest_age = oldest_pending(now=now)
     dead = _dead_windows(now=now)

@@ -11,25 +11,26 @@ from datetime import datetime
 from django.db import transaction
 from django.db.models import F
 
-from deliveries import fanout, validation, words
+from deliveries import words
 from deliveries.dispatch import counters
-from deliveries.held import delivery_held
 from deliveries.models import Delivery, Event
-from deliveries.outbox import (
+from deliveries.ops.held import delivery_held
+from deliveries.publish import fanout, validation
+from deliveries.publish.outbox import (
     NOTIFY_CHANNEL,
     Draft,
     drafts_write,
     notify_dispatchers,
 )
-from deliveries.publish_rate import publish_rate_take
+from deliveries.publish.rate import publish_rate_take
 from endpoints import quotas
 from endpoints.audiences import Audience, AudienceChanged, audiences
 from endpoints.models import Endpoint, Merchant
-from relayproject import rowsql
-from relayproject.clock import utcnow
-from relayproject.ids import new_delivery_id, new_event_id
-from relayproject.limits import LimitExceeded
-from relayproject.tracing import current_traceparent, tracer
+from relayproject.lib import rowsql
+from relayproject.lib.clock import utcnow
+from relayproject.lib.ids import new_delivery_id, new_event_id
+from relayproject.lib.limits import LimitExceeded
+from relayproject.lib.tracing import current_traceparent, tracer
 
 # Re-exported: the dispatcher listens on the channel, replay and recover notify.
 __all__ = ["NOTIFY_CHANNEL", "notify_dispatchers"]
@@ -133,14 +134,14 @@ def drafts_publish(
     spans can link back to the publishing trace. With only_new_key, see
     outbox.drafts_write: [] when the keyed event already existed. With
     rate_limited (the API, the portal), each event takes a token from its
-    merchant's publish bucket (deliveries.publish_rate).
+    merchant's publish bucket (deliveries.publish.rate).
     """
     items = read(True)
     with tracer.start_as_current_span("relay.publish") as span:
         drafts = drafts_prepare(items=items, now=now, aimed_at=aimed_at)
         if rate_limited:
             # After the checks (a refused request writes nothing), before the
-            # write; deliveries/publish_rate.py argues the place.
+            # write; deliveries/publish/rate.py argues the place.
             publish_rate_take(costs=_costs(items), now=now.timestamp())
         unchanged = {a.merchant.pk: a.fingerprint for a, _ in items if a.fingerprint}
         try:

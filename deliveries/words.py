@@ -153,7 +153,7 @@ def reenable_message(*, due: int, in_flight: int, rate_limit: float | None) -> s
 
 
 def replay_message(*, delivery_id: str, held) -> str:
-    """What a replay did, from the replayed row's held reason (deliveries.held)."""
+    """What a replay did, from the replayed row's held reason (deliveries.ops.held)."""
     if held is None or held.reason in ("due", "scheduled"):
         return f"Replayed {delivery_id}: it is due now, {SENT_WHEN_ROOM}."
     return f"Replayed {delivery_id}: it is pending, but not sent yet. {held.text}."

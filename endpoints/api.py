@@ -8,6 +8,7 @@ from ninja import Query, Router, Status
 from ninja.errors import AuthorizationError
 
 from endpoints import catalogue, portal_links, services
+from endpoints.apikeys import api_key, visible_endpoint, visible_merchant
 from endpoints.models import Endpoint, EventType, Membership
 from endpoints.schemas import (
     EndpointCreated,
@@ -27,9 +28,8 @@ from endpoints.schemas import (
     RecoverOut,
     SecretRotated,
 )
-from relayproject.apiauth import api_key, visible_endpoint, visible_merchant
-from relayproject.pagination import DEFAULT_LIMIT, MAX_LIMIT, paginate
-from relayproject.problems import COMMON_ERRORS, Problem
+from relayproject.lib.pagination import DEFAULT_LIMIT, MAX_LIMIT, paginate
+from relayproject.lib.problems import COMMON_ERRORS, Problem
 
 router = Router(tags=["merchants and endpoints"])
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.apps import AppConfig
 from django.contrib.auth.signals import user_logged_in
 
-from relayproject.sessions import seen_on_login
+from relayproject.lib.sessions import seen_on_login
 
 
 class EndpointsConfig(AppConfig):

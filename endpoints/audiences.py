@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from django.db import connection
 
 from endpoints.models import Endpoint, Merchant
-from relayproject import rowsql
+from relayproject.lib import rowsql
 
 MAX_ENTRIES = 10_000  # merchants cached per process; bounds memory
 

@@ -2,7 +2,7 @@
 
 Schemas are checked with `jsonschema` when saved (the draft named by
 `$schema`, 2020-12 by default), and published data is validated against
-them (deliveries/validation.py asks `schema_problems` for each event), on
+them (deliveries/publish/validation.py asks `schema_problems` for each event), on
 validators that cannot fetch, backtrack or run without bound
 (endpoints/schema_safety.py). So
 that a publish costs no extra round trip, each process keeps the compiled
@@ -26,7 +26,7 @@ from jsonschema import SchemaError
 from endpoints import schema_checks, schema_safety
 from endpoints.matching import is_valid_event_type
 from endpoints.models import EventType
-from relayproject.jsonlimits import json_depth, json_problems
+from relayproject.lib.jsonlimits import json_depth, json_problems
 
 MAX_PROBLEMS_PER_EVENT = schema_safety.MAX_ERRORS
 MAX_SCHEMA_DEPTH = 100  # the walks below, and jsonschema's, recurse
@@ -149,7 +149,7 @@ def fields_errors(
             errors["schema"] = problems
     if example is not None:
         # An example is data the portal publishes: the limits of every event
-        # (deliveries/validation.py) hold for it, before a schema walks it.
+        # (deliveries/publish/validation.py) hold for it, before a schema walks it.
         bad = json_problems(example, max_depth=settings.MAX_EVENT_DEPTH)
         if bad:
             errors["example"] = [message for _, message in bad]

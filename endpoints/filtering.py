@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from relayproject.jsonlimits import json_depth
+from relayproject.lib.jsonlimits import json_depth
 
 MAX_FILTER_BYTES = 4096
 MAX_DEPTH = 12

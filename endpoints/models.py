@@ -8,7 +8,7 @@ from django.db import models
 from django.db.models import Q
 
 from endpoints.secret_storage import EncryptedHeadersField, EncryptedSecretField
-from relayproject.ids import new_endpoint_id
+from relayproject.lib.ids import new_endpoint_id
 
 
 class Merchant(models.Model):
@@ -19,7 +19,7 @@ class Merchant(models.Model):
     users = models.ManyToManyField(
         settings.AUTH_USER_MODEL, through="Membership", related_name="merchants"
     )
-    # Quotas (relayproject/limits.py), set by staff only; None means the
+    # Quotas (relayproject/lib/limits.py), set by staff only; None means the
     # setting of the same name. endpoints.quotas reads the value in force.
     max_endpoints = models.PositiveIntegerField(
         null=True,
@@ -91,7 +91,7 @@ class Membership(models.Model):
             )
         ]
         # A membership opens a merchant's secrets in the portal: granting one
-        # is not the same as editing merchants (endpoints/admin.py).
+        # is not the same as editing merchants (endpoints/admin/model_admins.py).
         permissions = [
             ("grant_membership", "Can grant, change and remove merchant memberships")
         ]

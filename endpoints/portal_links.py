@@ -18,10 +18,10 @@ from datetime import datetime, timedelta
 from django.conf import settings
 
 from endpoints.models import Merchant, PortalLink
-from relayproject.clock import utcnow
-from relayproject.sessions import session_seen
+from relayproject.lib.clock import utcnow
+from relayproject.lib.sessions import session_seen
 
-logger = logging.getLogger("endpoints.portal")
+logger = logging.getLogger("relayproject.portal")
 
 SESSION_KEY = "portal_link"
 

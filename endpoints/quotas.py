@@ -14,7 +14,7 @@ from django.conf import settings
 
 from endpoints.filtering import MAX_FILTER_BYTES, MAX_FILTER_COST
 from endpoints.models import Endpoint, Merchant
-from relayproject.limits import LimitExceeded
+from relayproject.lib.limits import LimitExceeded
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from datetime import datetime
 
 from django.db.models import Q, QuerySet
 
-from endpoints.models import Endpoint, EndpointSecret
+from endpoints.models import Endpoint, EndpointSecret, Membership
 
 
 def live_secrets(*, endpoint_ids: Iterable[str], now: datetime) -> dict[str, list[str]]:
@@ -37,4 +37,22 @@ def breakers_not_closed(*, endpoint_ids: Iterable[str]) -> dict[str, datetime | 
         EndpointHealth.objects.filter(pk__in=list(endpoint_ids))
         .exclude(breaker_state=EndpointHealth.State.CLOSED)
         .values_list("pk", "next_probe_at")
+    )
+
+
+def memberships_of(*, user) -> list[Membership]:
+    """The active merchants a portal user belongs to, for the merchant switcher."""
+    return list(
+        Membership.objects.filter(user=user, merchant__is_active=True)
+        .select_related("merchant")
+        .order_by("merchant__name", "merchant__slug")
+    )
+
+
+def secrets_of_endpoint(*, endpoint: Endpoint, now: datetime) -> list[EndpointSecret]:
+    """One endpoint's secrets that still sign, newest first (two during a rotation)."""
+    return list(
+        EndpointSecret.objects.filter(endpoint=endpoint)
+        .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
+        .order_by("-created_at", "-id")
     )

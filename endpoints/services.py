@@ -27,8 +27,8 @@ from endpoints.models import (
     Merchant,
 )
 from endpoints.secrets import generate_secret
-from relayproject import rowsql
-from relayproject.clock import utcnow
+from relayproject.lib import rowsql
+from relayproject.lib.clock import utcnow
 
 _UNSET = object()
 MAX_IN_FLIGHT_LIMIT = 1000  # sends at once to one endpoint, across all dispatchers

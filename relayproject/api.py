@@ -23,19 +23,19 @@ from ninja.responses import NinjaJSONEncoder
 
 from deliveries.api import router as deliveries_router
 from deliveries.notifications.api import router as operational_router
-from deliveries.sanitize import UNSTORABLE
+from deliveries.publish.sanitize import UNSTORABLE
 from deliveries.signing import format_timestamp
 from endpoints.api import router as endpoints_router
-from relayproject.apiauth import ApiKeyAuth
-from relayproject.jsonlimits import json_depth
-from relayproject.limits import LimitExceeded
-from relayproject.problems import (
+from endpoints.apikeys import ApiKeyAuth
+from relayproject.lib.jsonlimits import json_depth
+from relayproject.lib.limits import LimitExceeded
+from relayproject.lib.problems import (
     PROBLEM_CONTENT_TYPE,
     ApiProblem,
     errors_from_message_dict,
     problem_response,
 )
-from relayproject.strictquery import strict_query
+from relayproject.lib.strictquery import strict_query
 
 logger = logging.getLogger("deliveries.api")
 

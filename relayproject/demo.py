@@ -21,7 +21,7 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from endpoints.models import Endpoint
 from endpoints.selectors import live_secrets
-from relayproject.clock import utcnow
+from relayproject.lib.clock import utcnow
 
 KEEP = 20
 PAYLOAD_CHARS = 4096

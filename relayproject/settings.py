@@ -18,7 +18,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from endpoints.secret_storage import check_keys as check_encryption_keys
 from endpoints.secret_storage import development_key
-from relayproject.logs import logging_config
+from relayproject.lib.logs import logging_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DEV_SECRET_KEY = "dev-only-insecure-key-change-me"
@@ -52,16 +52,16 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     # First: the client address and scheme everything below sees (proxies),
     # and the request id every log line of this request carries.
-    "relayproject.proxies.TrustedProxyMiddleware",
-    "relayproject.requestid.RequestIdMiddleware",
+    "relayproject.lib.proxies.TrustedProxyMiddleware",
+    "relayproject.lib.requestid.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Outermost but one: it rewrites the framing headers the inner ones set.
-    "endpoints.portal.branding.PortalFramingMiddleware",
+    "relayproject.portal.branding.PortalFramingMiddleware",
     # Serves the admin, portal and API-docs assets under gunicorn too, with no
     # separate web server; WHITENOISE_USE_FINDERS works before collectstatic.
     "whitenoise.middleware.WhiteNoiseMiddleware",
     # Before anything reads a body: refuses oversized and non-JSON API bodies.
-    "relayproject.problems.ApiProblemMiddleware",
+    "relayproject.lib.problems.ApiProblemMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -70,7 +70,7 @@ MIDDLEWARE = [
     # Signs out a session idle past SESSION_IDLE_SECONDS before anything reads
     # request.user (which AuthenticationMiddleware only makes lazily), and
     # leaves a message for the sign-in page that follows.
-    "relayproject.sessions.IdleSessionMiddleware",
+    "relayproject.lib.sessions.IdleSessionMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
     # Last, as django-axes asks: answers 429 once a sign-in is locked out.
@@ -90,7 +90,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "endpoints.portal.branding.branding",
+                "relayproject.portal.branding.branding",
             ],
         },
     },
@@ -161,12 +161,12 @@ LOGIN_REDIRECT_URL = "portal:home"
 
 # --- Transport security ------------------------------------------------------
 # Proxies (IPs or CIDRs) whose X-Forwarded-For and X-Forwarded-Proto are
-# believed (relayproject/proxies.py); from anyone else they are ignored, so
+# believed (relayproject/lib/proxies.py); from anyone else they are ignored, so
 # SECURE_PROXY_SSL_HEADER stays unset on purpose.
 TRUSTED_PROXIES = env.list("TRUSTED_PROXIES", default=[])
 SESSION_COOKIE_HTTPONLY = True
 # Admin and portal sessions end after this long without a request
-# (relayproject/sessions.py). Two hours: a console or portal tab survives a
+# (relayproject/lib/sessions.py). Two hours: a console or portal tab survives a
 # meeting or lunch in the middle of an investigation, a browser left signed in
 # at the end of the day does not; staff sessions can change secrets and
 # replay traffic, so "a working day" (8 h) is too long. Portal-link sessions
@@ -193,7 +193,7 @@ if not DEBUG:
     # Load balancers probe these over plain HTTP on the inside.
     SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$"]
 
-# The bearer token /metrics asks for (deliveries/metrics.py); empty: open, for
+# The bearer token /metrics asks for (deliveries/ops/metrics.py); empty: open, for
 # a scraper on a private network.
 METRICS_TOKEN = env.str("METRICS_TOKEN", default="").strip()
 
@@ -225,7 +225,7 @@ AXES_FAILURE_LIMIT = env.int("LOGIN_FAILURE_LIMIT", default=5)
 AXES_COOLOFF_TIME = timedelta(minutes=env.int("LOGIN_LOCKOUT_MINUTES", default=15))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
-AXES_CLIENT_IP_CALLABLE = "relayproject.proxies.client_ip"
+AXES_CLIENT_IP_CALLABLE = "relayproject.lib.proxies.client_ip"
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 AXES_HTTP_RESPONSE_CODE = 429
 # Log lines name the username and address (never the password): a masked
@@ -233,7 +233,7 @@ AXES_HTTP_RESPONSE_CODE = 429
 AXES_SENSITIVE_PARAMETERS: list[str] = []
 
 # LOG_FORMAT=json: one JSON object per line with the ids in play
-# (relayproject/logs.py); the default is one human-readable line.
+# (relayproject/lib/logs.py); the default is one human-readable line.
 LOG_FORMAT = env.str("LOG_FORMAT", default="plain").strip().lower()
 if LOG_FORMAT not in ("plain", "json"):
     raise ImproperlyConfigured(f"LOG_FORMAT must be plain or json, not {LOG_FORMAT!r}")
@@ -296,10 +296,10 @@ BREAKER_MAX_COOLDOWN_SECONDS = env.float("BREAKER_MAX_COOLDOWN_SECONDS", default
 RESPONSE_BODY_LIMIT_BYTES = env.int("RESPONSE_BODY_LIMIT_BYTES", default=4096)
 MAX_EVENT_BYTES = env.int("MAX_EVENT_BYTES", default=262144)
 # Deepest event data accepted ({} is depth 1): every page that shows an event
-# must render the deepest one (relayproject/jsonlimits.py says why).
+# must render the deepest one (relayproject/lib/jsonlimits.py says why).
 MAX_EVENT_DEPTH = env.int("MAX_EVENT_DEPTH", default=32)
 # Quotas: what one merchant may ask of the relay that all merchants share
-# (relayproject/limits.py; staff may override the first and the publish rate
+# (relayproject/lib/limits.py; staff may override the first and the publish rate
 # per merchant). Each refusal names its setting.
 MAX_ENDPOINTS_PER_MERCHANT = env.int("MAX_ENDPOINTS_PER_MERCHANT", default=100)
 # Events x endpoints subscribed to their types, in one publish (API request,

@@ -6,7 +6,7 @@ from django.contrib import admin
 from django.urls import include, path
 from django.views.generic import RedirectView
 
-from deliveries.metrics import metrics_view
+from deliveries.ops.metrics import metrics_view
 from relayproject import admin_find, demo, views
 from relayproject.api import api
 
@@ -16,7 +16,7 @@ admin.site.enable_nav_sidebar = False
 
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="portal:home"), name="root"),
-    path("portal/", include("endpoints.portal.urls")),
+    path("portal/", include("relayproject.portal.urls")),
     path(
         "admin/find/", admin.site.admin_view(admin_find.admin_find), name="admin_find"
     ),

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from deliveries.dispatch.transport import OutgoingRequest, SendResult
-from relayproject.clock import utcnow
+from relayproject.lib.clock import utcnow
 
 
 class FakeClock:

@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
     InMemorySpanExporter,
 )
 
-from relayproject import tracing
+from relayproject.lib import tracing
 
 _exporter: InMemorySpanExporter | None = None
 

@@ -31,7 +31,7 @@ from django.db.models.functions import Now
 from deliveries.dispatch import rescue
 from deliveries.dispatch.sendloop import Liveness
 from deliveries.models import DispatcherHeartbeat
-from relayproject.clock import utcnow
+from relayproject.lib.clock import utcnow
 
 logger = logging.getLogger(__name__)
 

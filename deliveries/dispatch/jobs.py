@@ -31,7 +31,7 @@ class Job:
     lease_until: datetime  # the claim's lease: the fence its outcome must match
     # The endpoint's custom headers; the relay's own headers are set over them.
     headers: Mapping[str, str] = field(default_factory=dict)
-    # For traces, logs and latency (relayproject/tracing.py, relayproject/logs.py).
+    # For traces, logs and latency (relayproject/lib/tracing.py, relayproject/lib/logs.py).
     merchant_id: int | None = None
     published_at: datetime | None = None  # the event's created_at
     traceparent: str = ""  # the relay.publish span to link the send span to

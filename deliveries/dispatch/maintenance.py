@@ -17,9 +17,10 @@ from datetime import datetime, timedelta
 
 from django.db import connection
 
-from deliveries import gauges, partitions
-from deliveries.latency import publish_latency_refresh
-from deliveries.stats import endpoint_stats_refresh
+from deliveries.history import partitions
+from deliveries.ops import gauges
+from deliveries.ops.latency import publish_latency_refresh
+from deliveries.ops.stats import endpoint_stats_refresh
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +83,7 @@ class StatsRefresher:
 
 
 class GaugeRefresher:
-    """Recompute the gauges /metrics serves (deliveries.gauges) every few
+    """Recompute the gauges /metrics serves (deliveries.ops.gauges) every few
     seconds, once for the whole cluster: whichever dispatcher holds the lock
     recomputes them only if nobody stored them within `every`, so more
     dispatchers do not mean more counting."""

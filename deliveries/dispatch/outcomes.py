@@ -21,10 +21,10 @@ from deliveries import retry
 from deliveries.dispatch import counters, errors, prepared
 from deliveries.dispatch.transport import SendResult
 from deliveries.models import Attempt, Delivery
-from deliveries.sanitize import storable_text
+from deliveries.publish.sanitize import storable_text
 from endpoints import breaker
 from endpoints.models import Endpoint, EndpointHealth
-from relayproject.tracing import span_event
+from relayproject.lib.tracing import span_event
 
 logger = logging.getLogger(__name__)
 

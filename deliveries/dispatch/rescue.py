@@ -36,7 +36,7 @@ from django.db.models.functions import Now
 
 from deliveries.dispatch import counters
 from deliveries.models import Delivery, DispatcherHeartbeat
-from deliveries.outbox import notify_dispatchers
+from deliveries.publish.outbox import notify_dispatchers
 from endpoints.models import EndpointHealth
 
 logger = logging.getLogger(__name__)

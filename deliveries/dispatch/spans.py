@@ -20,7 +20,7 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from deliveries import retry
-from relayproject.tracing import links_to, tracer
+from relayproject.lib.tracing import links_to, tracer
 
 
 def url_without_query(url: str) -> str:

@@ -1,6 +1,6 @@
 """History tables range-partitioned by day on PostgreSQL; SQLite keeps plain tables.
 
-The partition key is the time-ordered id (relayproject/ids.py: its first
+The partition key is the time-ordered id (relayproject/lib/ids.py: its first
 characters are the creation time in milliseconds, in byte order): events by
 id, deliveries by id, attempts by delivery_id, so an attempt lives in its
 delivery's partition. Partitioning on the primary key keeps `id` the
@@ -9,10 +9,10 @@ claim's and the record's UPDATEs, the pages) touch one partition.
 PostgreSQL wants every unique constraint of a partitioned table to include
 the partition key: the attempt's primary key becomes (id, delivery_id), and
 unique constraints gain the key column (the idempotency key is therefore
-looked up under its advisory lock, deliveries/ingest.py). Foreign keys INTO
+looked up under its advisory lock, deliveries/publish/ingest.py). Foreign keys INTO
 a partitioned table would make detaching a partition check every reference,
 so delivery.event and attempt.delivery become db_constraint=False: the code
-that deletes (deliveries.retention) keeps them whole.
+that deletes (deliveries.history.retention) keeps them whole.
 
 The data migration copies the rows of today's tables into the partitioned
 ones (one partition per day that has rows, today and tomorrow, and a
@@ -28,7 +28,7 @@ from datetime import datetime, time, timedelta, timezone
 import django.db.models.deletion
 from django.db import migrations, models
 
-from relayproject.ids import id_floor
+from relayproject.lib.ids import id_floor
 
 # (table, partition key, id prefix of the key, the time column that dates a row)
 TABLES = (
@@ -37,7 +37,7 @@ TABLES = (
     ("deliveries_attempt", "delivery_id", "dlv", "started_at"),
 )
 # Today and tomorrow; the dispatchers' maintenance makes the rest of the
-# week ahead at their first round (deliveries.partitions.AHEAD_DAYS).
+# week ahead at their first round (deliveries.history.partitions.AHEAD_DAYS).
 AHEAD_DAYS = 1
 
 

@@ -13,6 +13,7 @@ from ninja.errors import AuthorizationError
 from deliveries.notifications import services
 from deliveries.notifications.operational import OPERATIONAL_MERCHANT_SLUG
 from endpoints import services as endpoint_services
+from endpoints.apikeys import api_key
 from endpoints.models import Endpoint
 from endpoints.schemas import (
     EndpointCreated,
@@ -22,9 +23,8 @@ from endpoints.schemas import (
     EndpointPatch,
     SecretRotated,
 )
-from relayproject.apiauth import api_key
-from relayproject.pagination import DEFAULT_LIMIT, MAX_LIMIT, paginate
-from relayproject.problems import COMMON_ERRORS, Problem
+from relayproject.lib.pagination import DEFAULT_LIMIT, MAX_LIMIT, paginate
+from relayproject.lib.problems import COMMON_ERRORS, Problem
 
 router = Router(tags=["operational endpoints"])
 

@@ -9,11 +9,11 @@ from datetime import datetime, timedelta
 
 from django.db.models import Case, Count, F, OuterRef, Q, Subquery, Value, When
 
-from deliveries.alerts import Alert
 from deliveries.models import Delivery
 from deliveries.notifications import policy
 from deliveries.notifications.operational import OPERATIONAL_MERCHANT_SLUG
 from deliveries.notifications.watch import episode_of, held_count, last_error
+from deliveries.ops.alerts import Alert
 from endpoints.models import Endpoint, EndpointHealth
 
 DAY = timedelta(hours=24)

@@ -20,7 +20,7 @@ from deliveries.services import notify_dispatchers
 from endpoints import services as endpoint_services
 from endpoints.matching import subscribes_to
 from endpoints.models import Endpoint, Merchant
-from relayproject.clock import utcnow
+from relayproject.lib.clock import utcnow
 
 MAX_EXTRA_EMAILS = 10
 

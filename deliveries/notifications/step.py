@@ -21,7 +21,7 @@ from deliveries.notifications.deadletters import (
 from deliveries.notifications.mail import outbox_drain
 from deliveries.notifications.models import MaintenanceSlot
 from deliveries.notifications.watch import WatchReport, watch_run
-from relayproject.clock import utcnow
+from relayproject.lib.clock import utcnow
 
 logger = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ import pytest
 from django.db import connection, transaction
 
 from endpoints.models import EndpointHealth
-from relayproject.clock import utcnow
+from relayproject.lib.clock import utcnow
 from tests.acceptance.processes import publish_fan_out, wait_until
 from tests.fakes import Received, Reply
 

@@ -18,7 +18,7 @@ from deliveries.notifications.models import MaintenanceSlot, OutgoingEmail
 from deliveries.notifications.operational import operational_merchant
 from deliveries.notifications.step import CHECK_SLOT
 from endpoints.models import Endpoint, Membership
-from relayproject.clock import utcnow
+from relayproject.lib.clock import utcnow
 from tests import factories
 from tests.acceptance.processes import wait_until
 from tests.deliveries.notifications.conftest import failures

@@ -8,7 +8,7 @@ import pytest
 from django.contrib.auth.models import Permission, User
 
 from endpoints.models import ApiKey
-from relayproject.clock import utcnow
+from relayproject.lib.clock import utcnow
 from tests import factories
 from tests.ops import seed
 

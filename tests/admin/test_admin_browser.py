@@ -9,7 +9,7 @@ from django.contrib.auth.models import User
 from django.core.management import call_command
 
 from deliveries.models import Delivery
-from relayproject.clock import utcnow
+from relayproject.lib.clock import utcnow
 from tests import factories
 from tests.browser import chromium_page, shot
 from tests.fakes import Reply

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.django_db
 # one more when its stored latency is stale (read it, then store it), one
 # for endpoints under DEGRADED_SUCCESS_RATE.
 # Three more, at most once a minute per session and on a fresh session's
-# first request as here: the idle-session touch (relayproject/sessions.py).
+# first request as here: the idle-session touch (relayproject/lib/sessions.py).
 MAX_QUERIES = 24
 
 LISTS = [
@@ -170,7 +170,7 @@ def test_quick_row_checkbox_and_urls_are_what_django_draws():
     from django.contrib.admin import ModelAdmin
 
     from deliveries.models import Delivery
-    from endpoints.admin_present import row_url
+    from endpoints.admin.present import row_url
 
     world = populate(3)
     delivery = world["deliveries"][0]

@@ -11,7 +11,7 @@ from django.contrib.auth.models import User
 from deliveries.dispatch.heartbeat import heartbeat_touch
 from endpoints.models import ApiKey, EndpointHealth
 from endpoints.services import apikey_revoke, endpoint_breaker_open, endpoint_disable
-from relayproject.clock import utcnow
+from relayproject.lib.clock import utcnow
 from tests import factories
 from tests.browser import chromium_page, shot
 from tests.ops import seed

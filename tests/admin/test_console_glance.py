@@ -11,13 +11,13 @@ import pytest
 from django.contrib.messages import get_messages
 from django.urls import reverse
 
-from deliveries.alerts import Alert
+from deliveries.ops.alerts import Alert
 from deliveries.templatetags.relay_console import alert_link
-from endpoints.admin_present import middle_cut
+from endpoints.admin.present import middle_cut
 from endpoints.models import EndpointHealth
 from endpoints.services import endpoint_breaker_open
 from relayproject.admin_find import id_target
-from relayproject.clock import utcnow
+from relayproject.lib.clock import utcnow
 from tests import factories
 from tests.admin.conftest import staff
 from tests.ops import seed

@@ -7,8 +7,8 @@ from django.core.paginator import Paginator
 from django.db import connection
 
 from deliveries.models import Attempt, Delivery
-from relayproject.clock import utcnow
-from relayproject.pagination import EstimatedCountPaginator
+from relayproject.lib.clock import utcnow
+from relayproject.lib.pagination import EstimatedCountPaginator
 from tests import factories
 from tests.ops import seed
 

@@ -12,7 +12,7 @@ from django.urls import reverse
 from deliveries.dispatch import counters
 from deliveries.models import Delivery
 from endpoints.services import endpoint_disable
-from relayproject.clock import utcnow
+from relayproject.lib.clock import utcnow
 from tests import factories
 from tests.admin.conftest import staff
 from tests.ops import seed

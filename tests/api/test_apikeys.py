@@ -10,7 +10,7 @@ from django.core.management import call_command
 
 from endpoints.models import ApiKey
 from endpoints.services import apikey_authenticate, apikey_create, apikey_revoke
-from relayproject.clock import utcnow
+from relayproject.lib.clock import utcnow
 
 pytestmark = pytest.mark.django_db
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from deliveries.publish.validation import EventsRefused
 from deliveries.services import event_publish
-from deliveries.validation import EventsRefused
 from endpoints.models import EventType
 from tests import factories
 from tests.api.conftest import assert_problem, row_counts

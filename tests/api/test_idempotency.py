@@ -7,8 +7,8 @@ import threading
 import pytest
 from django.db import connection, transaction
 
-from deliveries import ingest
 from deliveries.models import Event
+from deliveries.publish import ingest
 from tests import factories
 from tests.api.conftest import Api, api_as, assert_problem
 

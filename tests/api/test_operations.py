@@ -9,7 +9,7 @@ import pytest
 from deliveries.models import Attempt, Delivery
 from deliveries.services import event_publish
 from endpoints.models import EndpointSecret, Merchant
-from relayproject.clock import utcnow
+from relayproject.lib.clock import utcnow
 from tests import factories
 from tests.api.conftest import assert_problem
 

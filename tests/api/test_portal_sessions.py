@@ -11,7 +11,7 @@ from django.urls import reverse
 
 from endpoints import portal_links
 from endpoints.models import Endpoint, PortalLink
-from relayproject.clock import utcnow
+from relayproject.lib.clock import utcnow
 from tests import factories
 from tests.api.conftest import api_as, assert_problem
 
@@ -30,7 +30,7 @@ def open_link(url: str, client: Client | None = None):
 
 def test_a_link_opens_the_portal_for_its_merchant_once(platform, merchant, caplog):
     endpoint = factories.endpoint(merchant)
-    with caplog.at_level(logging.INFO, logger="endpoints.portal"):
+    with caplog.at_level(logging.INFO, logger="relayproject.portal"):
         link = link_for(platform)
         assert link["url"].startswith("http://testserver/portal/link/")
         client, response = open_link(link["url"])

@@ -7,9 +7,9 @@ from django.contrib.auth.models import User
 from django.urls import reverse
 
 from deliveries.models import Event, PublishBucket
-from deliveries.publish_rate import publish_rate_take
+from deliveries.publish.rate import publish_rate_take
 from endpoints.models import EventType, Membership, Merchant
-from relayproject.limits import LimitExceeded
+from relayproject.lib.limits import LimitExceeded
 from tests import factories
 from tests.api.conftest import api_as, assert_problem
 

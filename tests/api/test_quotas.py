@@ -12,7 +12,7 @@ from django.urls import reverse
 from deliveries.models import Delivery, Event
 from deliveries.services import EventInput, events_publish
 from endpoints.models import Endpoint, Membership
-from relayproject.limits import LimitExceeded
+from relayproject.lib.limits import LimitExceeded
 from tests import factories
 from tests.api.conftest import api_as, assert_problem, row_counts
 

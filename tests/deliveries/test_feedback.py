@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from deliveries import words
-from deliveries.held import Held, HeldKind
+from deliveries.ops.held import Held, HeldKind
 from endpoints import words as endpoint_words
 from endpoints.models import EndpointHealth
-from endpoints.portal.views.endpoints import preview_verdict
+from relayproject.portal.views.endpoints import preview_verdict
 
 NOW = datetime(2026, 12, 3, 11, 34, tzinfo=UTC)
 

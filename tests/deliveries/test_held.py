@@ -7,10 +7,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.urls import reverse
 
-from deliveries.held import HeldKind, delivery_held, when
 from deliveries.models import Delivery
+from deliveries.ops.held import HeldKind, delivery_held, when
 from endpoints.models import EndpointHealth
-from relayproject.clock import utcnow
+from relayproject.lib.clock import utcnow
 from tests import factories
 from tests.api.conftest import api_as
 from tests.ops import seed

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from relayproject.ids import _encode, id_floor, new_id
+from relayproject.lib.ids import _encode, id_floor, new_id
 
 
 @pytest.mark.parametrize(

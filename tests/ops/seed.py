@@ -6,7 +6,7 @@ from datetime import datetime, timedelta
 
 from deliveries.models import Attempt, Delivery, Event
 from endpoints.models import Endpoint
-from relayproject.ids import new_id
+from relayproject.lib.ids import new_id
 
 
 def delivery(

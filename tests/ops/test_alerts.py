@@ -10,12 +10,13 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
-from deliveries import alerts, selectors
+from deliveries import selectors
 from deliveries.dispatch.heartbeat import Heartbeat, heartbeat_touch
 from deliveries.dispatch.maintenance import GaugeRefresher
 from deliveries.models import DispatcherHeartbeat
+from deliveries.ops import alerts
 from endpoints.services import endpoint_breaker_open, endpoint_disable
-from relayproject.clock import utcnow
+from relayproject.lib.clock import utcnow
 from tests import factories
 from tests.ops import seed
 from tests.ops.test_metrics import scrape

@@ -11,7 +11,7 @@ from django.core.management import call_command
 
 from deliveries.models import Attempt, Delivery, Event
 from endpoints.models import EndpointHealth
-from relayproject.clock import utcnow
+from relayproject.lib.clock import utcnow
 from tests import factories
 from tests.ops import seed
 

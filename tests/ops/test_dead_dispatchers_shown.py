@@ -14,7 +14,7 @@ from django.urls import reverse
 from deliveries.dispatch import claiming, rescue
 from deliveries.dispatch.heartbeat import heartbeat_touch
 from deliveries.services import event_publish
-from relayproject.clock import utcnow
+from relayproject.lib.clock import utcnow
 from tests import factories
 from tests.ops.test_metrics import scrape
 

@@ -8,7 +8,7 @@ import logging
 
 import pytest
 
-from relayproject import logs, tracing
+from relayproject.lib import logs, tracing
 
 
 @pytest.fixture

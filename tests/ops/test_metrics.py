@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from deliveries.dispatch import counters
 from deliveries.dispatch.maintenance import GaugeRefresher
-from relayproject.clock import utcnow
+from relayproject.lib.clock import utcnow
 from tests import factories
 from tests.ops import seed
 

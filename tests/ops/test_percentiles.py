@@ -10,7 +10,7 @@ import pytest
 from django.db import connection
 
 from deliveries.models import Attempt
-from deliveries.stats import endpoint_latency, endpoint_stats_refresh
+from deliveries.ops.stats import endpoint_latency, endpoint_stats_refresh
 from endpoints.models import EndpointHealth
 from tests import factories
 from tests.ops import seed

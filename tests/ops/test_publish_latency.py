@@ -12,7 +12,8 @@ from django.core.management import call_command
 from django.urls import reverse
 
 from deliveries.dispatch.maintenance import StatsRefresher
-from deliveries.latency import (
+from deliveries.models import Attempt
+from deliveries.ops.latency import (
     PIPELINE,
     SNAPSHOT_MAX_AGE,
     Percentiles,
@@ -20,9 +21,8 @@ from deliveries.latency import (
     publish_latency_recent,
     publish_latency_refresh,
 )
-from deliveries.models import Attempt
-from deliveries.stats import percentile_cont
-from relayproject.clock import frozen
+from deliveries.ops.stats import percentile_cont
+from relayproject.lib.clock import frozen
 from tests import factories
 from tests.ops import seed
 

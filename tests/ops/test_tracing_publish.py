@@ -9,8 +9,8 @@ from opentelemetry import trace
 
 from deliveries.models import Delivery, Event
 from deliveries.services import deliveries_recover, delivery_replay, event_publish
-from relayproject import tracing
-from relayproject.clock import utcnow
+from relayproject.lib import tracing
+from relayproject.lib.clock import utcnow
 from tests import factories
 from tests.api.conftest import api_as
 

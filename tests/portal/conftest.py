@@ -11,7 +11,7 @@ from django.core.cache import cache
 from deliveries.models import Attempt, Delivery
 from deliveries.services import event_publish
 from endpoints.models import Endpoint, Membership, Merchant
-from relayproject.clock import utcnow
+from relayproject.lib.clock import utcnow
 from tests import factories
 
 PASSWORD = "correct horse battery staple"

@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from deliveries.models import Attempt
-from deliveries.portal_selectors import _window_python, endpoint_window
-from deliveries.stats import WINDOW
+from deliveries.ops.stats import WINDOW
+from relayproject.portal.selectors import _window_python, endpoint_window
 from tests import factories
 from tests.ops import seed
 

@@ -17,7 +17,7 @@ from deliveries.dispatch.jobs import jobs_load
 from deliveries.models import Delivery
 from endpoints.models import Endpoint
 from endpoints.services import endpoint_update
-from relayproject.clock import utcnow
+from relayproject.lib.clock import utcnow
 from tests import factories
 from tests.api.conftest import api_as, assert_problem
 from tests.portal.test_portal_access import MERCHANT_ROUTES, ids, url_for

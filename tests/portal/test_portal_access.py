@@ -1,4 +1,4 @@
-"""Generated from endpoints.portal.urls.urlpatterns: a new route cannot be forgotten."""
+"""Generated from relayproject.portal.urls.urlpatterns: a new route cannot be forgotten."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from django.urls import resolve, reverse
 from deliveries.models import Delivery, Event
 from deliveries.notifications.models import NotificationSettings
 from endpoints.models import Endpoint, EndpointSecret
-from endpoints.portal import urls as portal_urls
+from relayproject.portal import urls as portal_urls
 
 ROUTES = [p for p in portal_urls.urlpatterns]
 # Open to anyone: signing in, opening a portal link, the theme stylesheet.

@@ -12,7 +12,7 @@ from deliveries.models import Delivery
 from deliveries.notifications.models import NotificationSettings
 from endpoints.models import EndpointHealth
 from endpoints.services import endpoint_breaker_open, endpoint_disable
-from relayproject.clock import utcnow
+from relayproject.lib.clock import utcnow
 from tests import factories
 from tests.deliveries.notifications.conftest import attempt
 

@@ -12,7 +12,7 @@ from playwright.sync_api import expect
 from deliveries.models import Delivery
 from endpoints.models import Membership
 from endpoints.services import endpoint_disable
-from relayproject.clock import utcnow
+from relayproject.lib.clock import utcnow
 from tests import factories
 from tests.browser import chromium_page, shot
 from tests.deliveries.notifications.conftest import attempt

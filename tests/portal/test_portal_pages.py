@@ -10,13 +10,13 @@ from django.core.management import call_command
 from django.urls import reverse
 
 from deliveries.models import Delivery
-from deliveries.portal_selectors import PAGE_SIZE, deliveries_page
 from deliveries.services import EventInput, events_publish
 from deliveries.signing import serialize_body
 from endpoints.models import EndpointHealth, Membership
-from endpoints.portal.present import hourly_chart
 from endpoints.words import breaker_words
-from relayproject.clock import utcnow
+from relayproject.lib.clock import utcnow
+from relayproject.portal.present import hourly_chart
+from relayproject.portal.selectors import PAGE_SIZE, deliveries_page
 from tests import factories
 from tests.portal.conftest import dead_delivery
 
@@ -129,9 +129,9 @@ def test_a_reveal_is_logged_with_user_and_endpoint_but_not_the_secret(
 ):
     client.force_login(world.owner)
     secret = world.mine.endpoint.secrets.get().secret
-    with caplog.at_level(logging.INFO, logger="endpoints.portal"):
+    with caplog.at_level(logging.INFO, logger="relayproject.portal"):
         client.post(url("secret_reveal", world.mine, world.mine.endpoint.pk))
-    [record] = [r for r in caplog.records if r.name == "endpoints.portal"]
+    [record] = [r for r in caplog.records if r.name == "relayproject.portal"]
     assert f"by=user {world.owner.pk}" in record.getMessage()
     assert world.mine.endpoint.pk in record.getMessage()
     assert secret not in caplog.text
@@ -260,7 +260,7 @@ def test_breaker_words_of_a_disabled_endpoint_do_not_say_deliveries_flow():
 
 
 def test_the_chart_has_one_bar_pair_per_hour(world):
-    from deliveries.portal_selectors import endpoint_window
+    from relayproject.portal.selectors import endpoint_window
 
     window = endpoint_window(endpoint_id=world.mine.endpoint.pk, now=utcnow())
     svg = hourly_chart(window.hours)

@@ -9,12 +9,12 @@ from django.urls import reverse
 
 from deliveries import services as delivery_services
 from deliveries.models import Attempt, Delivery
-from deliveries.portal_selectors import deliveries_page
 from deliveries.services import EventInput, delivery_replay, events_publish
 from endpoints.models import EndpointHealth
-from endpoints.portal.present import hourly_chart
 from endpoints.words import breaker_words
-from relayproject.clock import utcnow
+from relayproject.lib.clock import utcnow
+from relayproject.portal.present import hourly_chart
+from relayproject.portal.selectors import deliveries_page
 from tests.portal.conftest import dead_delivery
 
 
@@ -106,7 +106,7 @@ def test_since_after_until_is_an_error_beside_until(client, world):
 
 
 def test_page_two_links_to_newer_and_to_the_first_page(client, world, monkeypatch):
-    monkeypatch.setattr("deliveries.portal_selectors.PAGE_SIZE", 2)
+    monkeypatch.setattr("relayproject.portal.selectors.PAGE_SIZE", 2)
     events_publish(
         merchant=world.mine.merchant,
         events=[EventInput("order.paid", {"n": n}) for n in range(4)],
@@ -124,7 +124,7 @@ def test_page_two_links_to_newer_and_to_the_first_page(client, world, monkeypatc
 
 
 def test_the_chart_axis_has_dates_and_an_empty_chart_claims_no_peak(world):
-    from deliveries.portal_selectors import HourBucket
+    from relayproject.portal.selectors import HourBucket
 
     start = utcnow().replace(minute=0, second=0, microsecond=0)
     hours = [HourBucket(start + timedelta(hours=i), 0, 0) for i in range(24)]
@@ -191,7 +191,7 @@ def test_bulk_replay_shows_the_count_then_replays_the_filtered_dead(client, worl
 
 
 def test_bulk_replay_is_capped_per_request(client, world, monkeypatch):
-    monkeypatch.setattr("endpoints.portal.views.deliveries.BULK_REPLAY_CAP", 2)
+    monkeypatch.setattr("relayproject.portal.views.deliveries.BULK_REPLAY_CAP", 2)
     for _ in range(3):
         dead_delivery(world.mine.endpoint)
     client.force_login(world.owner)
@@ -206,7 +206,7 @@ def test_bulk_replay_is_capped_per_request(client, world, monkeypatch):
 
 
 def test_the_cap_matches_the_service_cap():
-    from endpoints.portal.views import deliveries
+    from relayproject.portal.views import deliveries
 
     assert deliveries.BULK_REPLAY_CAP == delivery_services.BULK_REPLAY_CAP
 

@@ -11,7 +11,7 @@ from django.urls import reverse
 
 from deliveries.models import Delivery
 from endpoints.models import EndpointHealth
-from relayproject.clock import utcnow
+from relayproject.lib.clock import utcnow
 
 pytestmark = pytest.mark.django_db
 

@@ -12,7 +12,7 @@ from playwright.sync_api import expect
 from deliveries.models import Attempt, Delivery
 from deliveries.services import event_publish
 from endpoints.models import EndpointHealth, Membership
-from relayproject.clock import utcnow
+from relayproject.lib.clock import utcnow
 from tests import factories
 from tests.browser import chromium_page, shot
 from tests.portal.conftest import PASSWORD, user_with_role

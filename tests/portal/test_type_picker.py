@@ -9,7 +9,7 @@ import pytest
 from django.urls import reverse
 
 from endpoints.models import EventType
-from endpoints.portal.present import TypeOption, type_groups
+from relayproject.portal.present import TypeOption, type_groups
 
 
 def test_types_are_grouped_by_their_first_part_in_order():

@@ -19,7 +19,7 @@ from deliveries.dispatch import claiming
 from deliveries.models import Attempt, Delivery
 from deliveries.services import EventInput, events_publish
 from endpoints.models import EndpointHealth
-from relayproject.clock import utcnow
+from relayproject.lib.clock import utcnow
 from tests import factories
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]

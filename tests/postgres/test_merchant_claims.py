@@ -11,7 +11,7 @@ import pytest
 from deliveries.dispatch import claiming
 from deliveries.models import Delivery
 from deliveries.services import EventInput, events_publish
-from relayproject.clock import utcnow
+from relayproject.lib.clock import utcnow
 from tests import factories
 from tests.postgres.test_claim_locks import (
     LEASE,

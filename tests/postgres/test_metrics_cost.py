@@ -19,8 +19,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from deliveries.dispatch.maintenance import GaugeRefresher
 from deliveries.models import AnalysisSnapshot, Counter, Delivery, DispatcherHeartbeat
-from relayproject.clock import utcnow
-from relayproject.ids import id_floor
+from relayproject.lib.clock import utcnow
+from relayproject.lib.ids import id_floor
 from tests import factories
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db]

@@ -8,11 +8,11 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-from deliveries import partitions
+from deliveries.history import partitions
+from deliveries.history.partitions import ATTEMPTS, DELIVERIES, EVENTS
 from deliveries.models import Attempt, Delivery, Event
-from deliveries.partitions import ATTEMPTS, DELIVERIES, EVENTS
-from relayproject.clock import utcnow
-from relayproject.ids import new_id
+from relayproject.lib.clock import utcnow
+from relayproject.lib.ids import new_id
 from tests import factories
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]

@@ -11,15 +11,15 @@ import pytest
 from django.core.management import call_command
 from django.db import connection, transaction
 
-from deliveries import partitions
 from deliveries.dispatch import claiming
 from deliveries.dispatch.maintenance import PARTITIONS_LOCK_KEY, PartitionKeeper
-from deliveries.ingest import event_ingest
+from deliveries.history import partitions
+from deliveries.history.partitions import ATTEMPTS, DELIVERIES, EVENTS, TABLES
 from deliveries.models import Attempt, Delivery, Event
-from deliveries.partitions import ATTEMPTS, DELIVERIES, EVENTS, TABLES
+from deliveries.publish.ingest import event_ingest
 from deliveries.services import request_fingerprint
-from relayproject.clock import utcnow
-from relayproject.ids import new_id
+from relayproject.lib.clock import utcnow
+from relayproject.lib.ids import new_id
 from tests import factories
 from tests.ops import seed
 

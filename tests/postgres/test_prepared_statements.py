@@ -8,7 +8,7 @@ from django.db import connection
 from deliveries.dispatch import claiming, prepared, session
 from deliveries.dispatch.session import limit_dispatcher_sessions
 from deliveries.services import event_publish
-from relayproject.clock import utcnow
+from relayproject.lib.clock import utcnow
 from tests import factories
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]

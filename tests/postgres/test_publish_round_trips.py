@@ -5,7 +5,7 @@ COMMIT and ROLLBACK too: a plain publish through the API has none (it runs
 outside a transaction; its one write statement is atomic on its own), an
 idempotent one runs in a transaction (its lock must outlive a statement).
 An API publish also takes its events' tokens from the merchant's publish
-bucket, one statement (deliveries/publish_rate.py); in-process publishing
+bucket, one statement (deliveries/publish/rate.py); in-process publishing
 does not. A regression that adds a query fails here.
 """
 
@@ -231,7 +231,7 @@ def test_a_notify_lost_with_a_rolled_back_savepoint_is_sent_again(acme):
 
 
 def test_a_key_in_progress_is_409_after_one_statement(acme):
-    from deliveries import ingest
+    from deliveries.publish import ingest
 
     api = api_as(None)
     api.get("/merchants/acme")

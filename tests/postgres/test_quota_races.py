@@ -13,11 +13,11 @@ import pytest
 from django.db import connection, transaction
 
 from deliveries.models import PublishBucket
-from deliveries.publish_rate import publish_rate_take
+from deliveries.publish.rate import publish_rate_take
 from endpoints.models import Endpoint, Merchant
 from endpoints.services import endpoint_create
-from relayproject.clock import utcnow
-from relayproject.limits import LimitExceeded
+from relayproject.lib.clock import utcnow
+from relayproject.lib.limits import LimitExceeded
 from tests import factories
 from tests.acceptance.processes import wait_until
 from tests.postgres.test_claim_locks import WAIT, InThread

@@ -14,7 +14,7 @@ from django.db.models.functions import Now
 from deliveries.dispatch import claiming, rescue
 from deliveries.dispatch.heartbeat import heartbeat_touch
 from deliveries.models import Delivery, DispatcherHeartbeat
-from relayproject.clock import utcnow
+from relayproject.lib.clock import utcnow
 from tests.postgres.test_claim_locks import WAIT, InThread, publish
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]

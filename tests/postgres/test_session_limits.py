@@ -18,7 +18,7 @@ from deliveries.dispatch.transport import SendResult
 from deliveries.models import Delivery
 from deliveries.services import event_publish
 from endpoints.models import EndpointHealth
-from relayproject.clock import utcnow
+from relayproject.lib.clock import utcnow
 from tests import factories
 from tests.postgres.test_claim_locks import WAIT, InThread, lock_timeout
 

@@ -11,8 +11,8 @@ from django.urls import reverse
 
 from endpoints import portal_links
 from endpoints.models import Membership
-from relayproject.clock import frozen, utcnow
-from relayproject.sessions import IdleSessionMiddleware
+from relayproject.lib.clock import frozen, utcnow
+from relayproject.lib.sessions import IdleSessionMiddleware
 from tests import factories
 from tests.fakes import FakeClock
 

@@ -16,8 +16,8 @@ from django.urls import reverse
 
 from endpoints import portal_links
 from endpoints.models import Membership, Merchant, PortalLink
-from relayproject.clock import utcnow
-from relayproject.logs import logging_config
+from relayproject.lib.clock import utcnow
+from relayproject.lib.logs import logging_config
 from tests import factories
 
 pytestmark = pytest.mark.django_db

@@ -1,4 +1,4 @@
-"""Every way an event gets in runs the one validator (deliveries.validation):
+"""Every way an event gets in runs the one validator (deliveries.publish.validation):
 depth, size, NUL and lone surrogates, the type, its schema. A payload 1,000
 levels deep is a clear error on each path, and nothing is stored."""
 
@@ -11,8 +11,8 @@ from django.contrib.auth.models import User
 from django.urls import reverse
 
 from deliveries.models import Delivery, Event
+from deliveries.publish.validation import EventsRefused
 from deliveries.services import EventInput, event_publish, events_publish
-from deliveries.validation import EventsRefused
 from endpoints.models import EventType, Membership
 from tests import factories
 from tests.api.conftest import api_as, assert_problem

@@ -6,7 +6,7 @@ import ipaddress
 
 import pytest
 
-from relayproject.proxies import forwarded_client
+from relayproject.lib.proxies import forwarded_client
 
 NETS = (ipaddress.ip_network("10.0.0.0/8"), ipaddress.ip_network("::1/128"))
 

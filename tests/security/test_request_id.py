@@ -9,7 +9,7 @@ from django.http import HttpRequest, HttpResponse
 from django.test import Client
 from django.urls import include, path
 
-from relayproject.logs import IdsFilter
+from relayproject.lib.logs import IdsFilter
 
 SECRET_FIELD = "card-number-4111111111111111"
 

@@ -17,7 +17,7 @@ from deliveries.services import event_publish
 from endpoints import secret_storage
 from endpoints.models import EndpointSecret
 from endpoints.services import endpoint_rotate_secret
-from relayproject.clock import utcnow
+from relayproject.lib.clock import utcnow
 from tests import factories
 from tests.api.conftest import api_as
 from tests.deliveries.dispatch.test_dispatcher import make_dispatcher

@@ -18,8 +18,8 @@ from deliveries.models import Delivery, Event
 from deliveries.notifications.services import notification_settings_update
 from endpoints.models import ApiKey, EndpointHealth, EventType, Membership
 from endpoints.services import endpoint_breaker_open, endpoint_disable
-from relayproject.clock import utcnow
-from relayproject.ids import new_id
+from relayproject.lib.clock import utcnow
+from relayproject.lib.ids import new_id
 from tests import factories
 from tests.ops import seed
 

@@ -18,7 +18,7 @@ from django.contrib import admin
 from django.test import RequestFactory
 from django.urls import URLPattern, reverse
 
-from endpoints.portal import urls as portal_urls
+from relayproject.portal import urls as portal_urls
 from tests.browser import SHOTS, chromium_page, shot
 from tests.walk import seed
 from tests.walk.checks import OPEN_DETAILS, offences

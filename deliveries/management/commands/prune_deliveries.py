@@ -6,9 +6,9 @@ from datetime import timedelta
 
 from django.core.management.base import BaseCommand, CommandError
 
-from deliveries.partitions import LockBusy
-from deliveries.retention import BATCH_SIZE, deliveries_prune
-from relayproject.clock import utcnow
+from deliveries.history.partitions import LockBusy
+from deliveries.history.retention import BATCH_SIZE, deliveries_prune
+from relayproject.lib.clock import utcnow
 
 
 class Command(BaseCommand):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand
 
-from deliveries.stats import endpoint_stats_refresh
-from relayproject.clock import utcnow
+from deliveries.ops.stats import endpoint_stats_refresh
+from relayproject.lib.clock import utcnow
 
 
 class Command(BaseCommand):

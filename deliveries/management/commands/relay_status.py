@@ -1,6 +1,6 @@
 """python manage.py relay_status [--json] [--check]: pipeline, alerts, dead letters.
 
-With --check the exit status is 1 when there is any alert (deliveries.alerts),
+With --check the exit status is 1 when there is any alert (deliveries.ops.alerts),
 so cron, a Kubernetes probe or a monitoring agent can page on it.
 """
 
@@ -12,10 +12,11 @@ from datetime import datetime
 
 from django.core.management.base import BaseCommand, CommandError
 
-from deliveries import alerts, latency, selectors
-from deliveries.held import human_seconds
+from deliveries import selectors
+from deliveries.ops import alerts, latency
+from deliveries.ops.held import human_seconds
 from endpoints.words import STATE_WORDS
-from relayproject.clock import utcnow
+from relayproject.lib.clock import utcnow
 
 
 def _table(headers: list[str], rows: list[list[object]]) -> list[str]:

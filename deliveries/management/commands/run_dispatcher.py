@@ -25,8 +25,8 @@ from deliveries.dispatch.session import limit_dispatcher_sessions
 from deliveries.dispatch.transport import AsyncSender
 from deliveries.dispatch.wakeup import make_waker
 from deliveries.notifications.step import OperationalCheck
-from relayproject.logs import log_process_bind
-from relayproject.tracing import tracing_flush
+from relayproject.lib.logs import log_process_bind
+from relayproject.lib.tracing import tracing_flush
 
 logger = logging.getLogger("deliveries.dispatch")
 

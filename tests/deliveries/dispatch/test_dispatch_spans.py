@@ -11,10 +11,10 @@ from django.core.management import call_command
 from django.db.models.functions import Now
 from prometheus_client.parser import text_string_to_metric_families
 
-from deliveries.metrics import metrics_text
 from deliveries.models import Delivery, Event
+from deliveries.ops.metrics import metrics_text
 from endpoints.models import EndpointHealth
-from relayproject.clock import utcnow
+from relayproject.lib.clock import utcnow
 from tests.api.conftest import api_as
 from tests.fakes import Reply
 

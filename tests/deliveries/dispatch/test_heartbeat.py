@@ -18,7 +18,7 @@ from deliveries.dispatch.heartbeat import Heartbeat, beat_interval, heartbeat_to
 from deliveries.dispatch.maintenance import Maintenance
 from deliveries.models import Delivery, DispatcherHeartbeat
 from deliveries.services import event_publish
-from relayproject.clock import utcnow
+from relayproject.lib.clock import utcnow
 from tests import factories
 from tests.deliveries.dispatch.test_dispatcher import make_dispatcher
 from tests.fakes import Reply

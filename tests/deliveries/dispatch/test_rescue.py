@@ -14,7 +14,7 @@ from deliveries.dispatch.heartbeat import heartbeat_touch
 from deliveries.models import Attempt, Delivery, DispatcherHeartbeat
 from deliveries.services import event_publish
 from endpoints.models import EndpointHealth
-from relayproject.clock import utcnow
+from relayproject.lib.clock import utcnow
 from tests import factories
 from tests.deliveries.dispatch.test_recovery import sent_for
 

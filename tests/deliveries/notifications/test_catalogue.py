@@ -22,8 +22,8 @@ from deliveries.notifications.operational import (
 )
 from deliveries.notifications.services import endpoint_reenable
 from deliveries.notifications.watch import watch_run
+from deliveries.publish.validation import EventsRefused
 from deliveries.services import event_publish
-from deliveries.validation import EventsRefused
 from endpoints.catalogue import catalogue_names, fields_errors, schema_problems
 from endpoints.models import EventType, Membership
 from endpoints.services import endpoint_breaker_open, endpoint_disable

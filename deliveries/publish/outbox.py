@@ -1,0 +1,159 @@
+"""Writing events and their deliveries: one statement, one NOTIFY a transaction.
+
+On PostgreSQL a publish of any size is one data-modifying statement: the
+events, their deliveries and the NOTIFY that wakes idle dispatchers travel in
+one round trip. Outside a transaction that statement is its own transaction
+(PostgreSQL runs a statement atomically), so the API needs no BEGIN/COMMIT;
+inside the caller's transaction it is part of theirs (a transactional outbox).
+Foreign keys are DEFERRABLE INITIALLY DEFERRED, so deliveries may name events
+written by the same statement. When the fan-out used cached audiences, the
+same statement checks they still hold (endpoints.audiences) and writes
+nothing if one does not.
+
+PostgreSQL folds repeated NOTIFYs on one channel in a transaction, but each
+one still costs a statement: the first publish in a transaction carries the
+NOTIFY, and the rest of the transaction knows it was sent (`_notified`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from django.db import IntegrityError, connection, transaction
+
+from deliveries.models import Delivery, Event
+from endpoints.audiences import AudienceChanged, guard_sql
+from relayproject.lib import rowsql
+
+NOTIFY_CHANNEL = "relay_deliveries"
+
+_BY_EVENT = frozenset({"event_id"})  # deliveries of unwritten events are skipped
+
+
+@dataclass
+class Draft:
+    """An event about to be written, with the deliveries fan-out chose."""
+
+    event: Event
+    data_json: str  # event.data as JSON text, encoded once
+    deliveries: list[Delivery] = field(default_factory=list)
+
+
+def drafts_write(
+    drafts: Sequence[Draft],
+    *,
+    only_new_key: bool = False,
+    unchanged: Mapping[int, str] | None = None,
+) -> bool:
+    """Write drafts atomically; False if nothing was written because an event
+    with the (one) draft's idempotency key is stored already (only_new_key).
+
+    unchanged: merchant id -> fingerprint of the cached audience the drafts
+    were fanned out to (endpoints.audiences); checked in the writing
+    statement, which writes nothing and raises AudienceChanged if one moved.
+
+    On PostgreSQL the key is looked up in the writing statement, whose
+    snapshot must be younger than the caller's lock on that key (see
+    deliveries.publish.ingest): partitioned events have no unique index on the key.
+    """
+    if not drafts:
+        return True
+    if connection.vendor == "postgresql":
+        return _write_postgres(drafts, only_new_key, unchanged or {})
+    return _write_orm(drafts, idempotent=only_new_key)
+
+
+def notify_dispatchers() -> None:
+    """Wake idle dispatchers (on commit), once per transaction."""
+    if connection.vendor == "postgresql" and not _notified():
+        with connection.cursor() as cursor:
+            cursor.execute(f"NOTIFY {NOTIFY_CHANNEL}")
+        _mark_notified()
+
+
+def _write_postgres(
+    drafts: Sequence[Draft], only_new_key: bool, unchanged: Mapping[int, str]
+) -> bool:
+    events = [d.event for d in drafts]
+    deliveries = [x for d in drafts for x in d.deliveries]
+    ctes, answers, all_params = [], ["(SELECT count(*) FROM ev)"], []
+    conditions: list[tuple[str, list]] = []  # on the events (and so deliveries)
+    if unchanged:
+        sql, params = guard_sql(unchanged)
+        ctes.append(f"fresh AS (SELECT {sql} AS ok)")
+        all_params += params
+        conditions.append(("(SELECT ok FROM fresh)", []))
+        answers.append("(SELECT ok FROM fresh)")
+    if only_new_key:
+        conditions.append(
+            (
+                "NOT EXISTS (SELECT 1 FROM deliveries_event o "
+                "WHERE o.idempotency_scope = %s AND o.idempotency_key = %s)",
+                [events[0].idempotency_scope, events[0].idempotency_key],
+            )
+        )
+    # The JSON text made once for validation is what is stored (as jsonb).
+    sql, params = rowsql.insert_rows(
+        events, prepared={"data": [d.data_json for d in drafts]}
+    )
+    if conditions:
+        sql += " WHERE " + " AND ".join(condition for condition, _ in conditions)
+        params += [param for _, more in conditions for param in more]
+    ctes.append(f"ev AS ({sql} RETURNING id)")
+    all_params += params
+    notify = bool(deliveries) and not _notified()
+    if deliveries:
+        sql, params = rowsql.insert_rows(deliveries, by_row=_BY_EVENT)
+        if conditions:  # no deliveries for an event that was not written
+            sql += " WHERE u.event_id IN (SELECT id FROM ev)"
+        ctes.append(f"dl AS ({sql} RETURNING 1)")
+        all_params += params
+    if notify:
+        # NULL when no delivery was written: then nobody needs waking.
+        answers.append(
+            f"(SELECT pg_notify('{NOTIFY_CHANNEL}', '')::text FROM dl LIMIT 1)"
+        )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"WITH {', '.join(ctes)} SELECT {', '.join(answers)}", all_params
+        )
+        row = cursor.fetchone()
+    if unchanged and not row[1]:
+        raise AudienceChanged(sorted(unchanged))
+    if notify and row[-1] is not None:
+        _mark_notified()
+    return row[0] == len(events)
+
+
+def _write_orm(drafts: Sequence[Draft], *, idempotent: bool) -> bool:
+    # SQLite (development): it serialises writers, so a concurrent request
+    # with the same key waits and then finds the first one's event.
+    with transaction.atomic():
+        try:
+            with transaction.atomic():
+                Event.objects.bulk_create([d.event for d in drafts])
+        except IntegrityError:
+            if idempotent:
+                return False
+            raise
+        Delivery.objects.bulk_create([x for d in drafts for x in d.deliveries])
+    return True
+
+
+def _woken() -> None:
+    """Marks a transaction whose NOTIFY is sent; running it on commit does nothing."""
+
+
+def _notified() -> bool:
+    # Outside a transaction each statement is its own. Inside one, Django
+    # keeps on-commit callbacks until the commit and drops those of a rolled
+    # back savepoint, exactly as PostgreSQL drops that savepoint's NOTIFY.
+    if not connection.in_atomic_block:
+        return False
+    return any(func is _woken for _, func, _ in connection.run_on_commit)
+
+
+def _mark_notified() -> None:
+    if connection.in_atomic_block:
+        transaction.on_commit(_woken)

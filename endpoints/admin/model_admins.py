@@ -1,0 +1,388 @@
+"""Staff console for merchants, endpoints, their health and API keys.
+
+Endpoints and keys are changed through services (actions here), never by
+editing rows: the services validate destinations and keep the breaker exact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from django import forms
+from django.conf import settings
+from django.contrib import admin, messages
+from django.db.models import F
+from django.forms.fields import InvalidJSONInput
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.http import urlencode
+
+from endpoints import quotas
+from endpoints.admin.memberships import MembershipGrantsLogged, MembershipInline
+from endpoints.admin.present import (
+    QuickRows,
+    breaker_words,
+    deliveries_links,
+    ms,
+    percent,
+    url_cut,
+)
+from endpoints.catalogue import fields_errors as catalogue_field_errors
+from endpoints.catalogue import is_reserved as catalogue_is_reserved
+from endpoints.catalogue import merchant_types
+from endpoints.models import (
+    Endpoint,
+    EndpointHealth,
+    EndpointSecret,
+    EventType,
+    Merchant,
+)
+from endpoints.quotas import quotas_in_force
+from endpoints.services import (
+    endpoint_auto_disable_exempt,
+    endpoint_breaker_open,
+    endpoint_breaker_reset,
+    endpoint_disable,
+    endpoint_enable,
+)
+from endpoints.words import state_label
+from relayproject.lib.jsonlimits import depth_message, json_depth
+
+
+@admin.register(Merchant)
+class MerchantAdmin(MembershipGrantsLogged, admin.ModelAdmin):
+    list_display = (
+        "slug",
+        "name",
+        "is_active",
+        "sends_at_once",
+        "created_at",
+        "endpoints_link",
+    )
+    list_filter = ("is_active",)
+    search_fields = ("slug", "name")
+    # The overrides are fields of the form; these show what is enforced.
+    readonly_fields = ("sends_at_once", "quotas_shown")
+    inlines = (MembershipInline,)
+
+    @admin.display(description="quotas in force")
+    def quotas_shown(self, merchant: Merchant) -> str:
+        return format_html(
+            "<ul>{}</ul>",
+            format_html_join("", "<li><b>{}</b>: {}</li>", quotas_in_force(merchant)),
+        )
+
+    @admin.display(description="sends at once (in force)")
+    def sends_at_once(self, merchant: Merchant) -> str:
+        if merchant.max_in_flight is None:
+            source = "the MERCHANT_MAX_IN_FLIGHT setting"
+        else:
+            source = "set for this merchant"
+        return f"{quotas.max_in_flight(merchant)} ({source})"
+
+    @admin.display(description="endpoints")
+    def endpoints_link(self, merchant: Merchant) -> str:
+        url = reverse("admin:endpoints_endpoint_changelist")
+        return format_html(
+            '<a href="{}?{}">endpoints</a>',
+            url,
+            urlencode({"merchant__id__exact": merchant.pk}),
+        )
+
+
+class EndpointSecretInline(admin.TabularInline):
+    model = EndpointSecret
+    extra = 0
+    can_delete = False
+    fields = readonly_fields = ("masked", "created_at", "expires_at")
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+
+def _log_and_tell(model_admin, request, endpoints, message: str) -> None:
+    for endpoint in endpoints:
+        model_admin.log_change(request, endpoint, message)
+    model_admin.message_user(
+        request, f"{message}: {', '.join(e.pk for e in endpoints)}.", messages.SUCCESS
+    )
+
+
+class EndpointActions(QuickRows):
+    """Breaker and enable/disable actions, shared by the endpoint and health lists
+    (with QuickRows' row checkbox).
+
+    Each list says how its selected rows map to endpoints with `_endpoints`.
+    """
+
+    @admin.action(description="Resume sending (end the pause)", permissions=["change"])
+    def reset_breaker(self, request, queryset) -> None:
+        endpoints = self._endpoints(queryset)
+        for endpoint in endpoints:
+            endpoint_breaker_reset(endpoint_id=endpoint.pk)
+        _log_and_tell(self, request, endpoints, "Sending resumed (pause ended)")
+
+    @admin.action(description="Pause sending", permissions=["change"])
+    def open_breaker(self, request, queryset) -> None:
+        endpoints = self._endpoints(queryset)
+        for endpoint in endpoints:
+            endpoint_breaker_open(
+                endpoint_id=endpoint.pk, reason=f"paused by staff ({request.user})"
+            )
+        _log_and_tell(self, request, endpoints, "Paused by staff")
+
+    @admin.action(description="Disable endpoint", permissions=["change"])
+    def disable_endpoint(self, request, queryset) -> None:
+        endpoints = self._endpoints(queryset)
+        for endpoint in endpoints:
+            endpoint_disable(
+                endpoint=endpoint,
+                reason=f"disabled by staff ({request.user})",
+                by=f"staff:{request.user}",
+            )
+        _log_and_tell(self, request, endpoints, "Disabled")
+
+    @admin.action(description="Enable endpoint", permissions=["change"])
+    def enable_endpoint(self, request, queryset) -> None:
+        endpoints = self._endpoints(queryset)
+        for endpoint in endpoints:
+            endpoint_enable(endpoint=endpoint)
+        _log_and_tell(self, request, endpoints, "Enabled")
+
+    @admin.action(description="Exempt from auto-disable", permissions=["change"])
+    def exempt_from_auto_disable(self, request, queryset) -> None:
+        endpoints = self._endpoints(queryset)
+        endpoint_auto_disable_exempt(endpoints=endpoints, exempt=True)
+        _log_and_tell(self, request, endpoints, "Exempted from auto-disable")
+
+    @admin.action(description="Allow auto-disable again", permissions=["change"])
+    def allow_auto_disable(self, request, queryset) -> None:
+        endpoints = self._endpoints(queryset)
+        endpoint_auto_disable_exempt(endpoints=endpoints, exempt=False)
+        _log_and_tell(self, request, endpoints, "Auto-disable allowed")
+
+    actions = (
+        "reset_breaker",
+        "open_breaker",
+        "disable_endpoint",
+        "enable_endpoint",
+        "exempt_from_auto_disable",
+        "allow_auto_disable",
+    )
+
+
+@admin.register(Endpoint)
+class EndpointAdmin(EndpointActions, admin.ModelAdmin):
+    # The page's own buttons post to the list's actions (same permission
+    # checks, same log entries): see endpoint_change_form.html.
+    change_form_template = "admin/endpoints/endpoint_change_form.html"
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        endpoint = self.get_object(request, object_id)
+        extra_context = extra_context or {}
+        if endpoint is not None:
+            extra_context["page_actions"] = self.page_actions(request, endpoint)
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    def page_actions(self, request, endpoint: Endpoint) -> list[tuple[str, str, bool]]:
+        """(action, label, is it a danger) that apply to this endpoint now."""
+        paused = endpoint.health.breaker_state != EndpointHealth.State.CLOSED
+        wanted = [
+            ("reset_breaker", False) if paused else ("open_breaker", False),
+            ("disable_endpoint", True)
+            if endpoint.is_active
+            else ("enable_endpoint", False),
+        ]
+        allowed = self.get_actions(request)
+        return [
+            (name, allowed[name][2], danger)
+            for name, danger in wanted
+            if name in allowed
+        ]
+
+    list_display = (
+        "id",
+        "url_cut",
+        "merchant",
+        "is_active",
+        "breaker_state",
+        "p95_ms",
+        "deliveries_links",
+    )
+    list_select_related = ("merchant", "health")
+    list_filter = (
+        "is_active",
+        "auto_disable_exempt",
+        ("merchant", admin.RelatedOnlyFieldListFilter),
+    )
+    search_fields = ("=id", "url", "=merchant__slug")
+    show_full_result_count = False
+    inlines = (EndpointSecretInline,)
+    fields = readonly_fields = (
+        "id",
+        "merchant",
+        "url",
+        "description",
+        "event_types",
+        "is_active",
+        "disabled_reason",
+        "disabled_at",
+        "disabled_by",
+        "auto_disable_exempt",
+        "max_attempts",
+        "rate_limit_per_second",
+        "max_in_flight",
+        "permanent_statuses",
+        "created_at",
+        "updated_at",
+        "health_summary",
+        "deliveries_links",
+    )
+
+    def _endpoints(self, queryset) -> list[Endpoint]:
+        return list(queryset)
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("merchant", "health")
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    @admin.display(description="url", ordering="url")
+    def url_cut(self, endpoint: Endpoint) -> str:
+        if not endpoint.description:
+            return url_cut(endpoint.url)
+        return format_html(
+            '{}<span class="sub">{}</span>', url_cut(endpoint.url), endpoint.description
+        )
+
+    @admin.display(description="state", ordering="health__breaker_state")
+    def breaker_state(self, endpoint: Endpoint) -> str:
+        return state_label(
+            endpoint.health,
+            active=endpoint.is_active,
+            degraded_below=settings.DEGRADED_SUCCESS_RATE,
+        ).text
+
+    @admin.display(
+        description="p95 ms", ordering=F("health__p95_ms").desc(nulls_last=True)
+    )
+    def p95_ms(self, endpoint: Endpoint) -> str:
+        return ms(endpoint.health.p95_ms)
+
+    @admin.display(description="health")
+    def health_summary(self, endpoint: Endpoint) -> str:
+        h = endpoint.health
+        return format_html(
+            '<a href="{}">{}</a>; p50 {} / p95 {} / p99 {} ms over {} attempts in '
+            "24 h; success {}{}",
+            reverse("admin:endpoints_endpointhealth_change", args=[h.pk]),
+            breaker_words(h),
+            ms(h.p50_ms),
+            ms(h.p95_ms),
+            ms(h.p99_ms),
+            h.sample_count,
+            percent(h.success_rate),
+            "; SLOW" if h.is_slow else "",
+        )
+
+    @admin.display(description="deliveries")
+    def deliveries_links(self, endpoint: Endpoint) -> str:
+        return deliveries_links(endpoint.pk)
+
+
+class BoundedJSONField(forms.JSONField):
+    """Django's JSON field, refusing (never crashing on) JSON nested deeper than
+    max_depth(): its parser, encoder and the admin's templates all recurse."""
+
+    def __init__(self, *, max_depth: Callable[[], int], **kwargs) -> None:
+        self.max_depth = max_depth
+        super().__init__(**kwargs)
+
+    def _too_deep(self, value: object) -> bool:
+        limit = self.max_depth()
+        return json_depth(value, stop_above=limit) > limit
+
+    def to_python(self, value):
+        try:
+            converted = super().to_python(value)
+        except RecursionError:
+            converted = None
+        else:
+            if not self._too_deep(converted):
+                return converted
+        raise forms.ValidationError(depth_message(self.max_depth()))
+
+    def bound_data(self, data, initial):
+        # Shown back as the text typed, so a refused value is never re-encoded.
+        try:
+            value = super().bound_data(data, initial)
+        except RecursionError:
+            return InvalidJSONInput(data)
+        return InvalidJSONInput(data) if self._too_deep(value) else value
+
+
+def _event_depth() -> int:
+    return settings.MAX_EVENT_DEPTH
+
+
+def _schema_depth() -> int:
+    # As deep as the API's parser lets a body be (relayproject/api.py).
+    return 2 * settings.MAX_EVENT_DEPTH + 3
+
+
+class EventTypeForm(forms.ModelForm):
+    """The same checks as the API: a valid JSON Schema, an example that matches it."""
+
+    schema = BoundedJSONField(max_depth=_schema_depth, required=False)
+    example = BoundedJSONField(max_depth=_event_depth, required=False)
+
+    class Meta:
+        model = EventType
+        fields = ("name", "description", "schema", "example", "deprecated")
+
+    def clean(self):
+        cleaned = super().clean()
+        errors = catalogue_field_errors(
+            name=cleaned.get("name"),
+            description=cleaned.get("description"),
+            schema=cleaned.get("schema"),
+            example=cleaned.get("example"),
+        )
+        for field, problems in errors.items():
+            for problem in problems:
+                self.add_error(field, problem)
+        return cleaned
+
+
+def reserved_pks():
+    return EventType.objects.exclude(pk__in=merchant_types().values("pk")).values("pk")
+
+
+@admin.register(EventType)
+class EventTypeAdmin(admin.ModelAdmin):
+    form = EventTypeForm
+    list_display = ("name", "deprecated", "has_schema", "updated_at")
+    list_filter = ("deprecated",)
+    search_fields = ("name", "description")
+
+    @admin.display(boolean=True, description="schema")
+    def has_schema(self, event_type: EventType) -> bool:
+        return event_type.schema is not None
+
+    # The relay's own relay.* types are written by the relay (see
+    # deliveries/notifications/catalogue.py): staff read them, never edit them.
+    def has_change_permission(self, request, obj=None) -> bool:
+        reserved = obj is not None and catalogue_is_reserved(obj.name)
+        return not reserved and super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        reserved = obj is not None and catalogue_is_reserved(obj.name)
+        return not reserved and super().has_delete_permission(request, obj)
+
+    def delete_queryset(self, request, queryset) -> None:
+        # "Delete selected" on a page that includes relay.* rows leaves those.
+        super().delete_queryset(request, queryset.exclude(pk__in=reserved_pks()))
