@@ -176,8 +176,8 @@ def main() -> int:
 def report(args, *, published, kills, after_last_kill, after_publish, received):
     from django.db.models import Count
 
-    from deliveries.dispatch import counters, rescue
     from deliveries.models import Attempt, Delivery
+    from deliveries.ops import counters
 
     totals = counters.counter_totals()
     copies = Counter((path, wid) for path, wid, _ in received)
@@ -197,8 +197,8 @@ def report(args, *, published, kills, after_last_kill, after_publish, received):
         f"lease_expired attempts: "
         f"{Attempt.objects.filter(error_kind='lease_expired').count()}",
         f"reclaimed: {totals.get((counters.RECLAIMED, ''), 0):.0f}, declared dead:"
-        f" {totals.get((rescue.DEAD, ''), 0):.0f}, released from them:"
-        f" {totals.get((rescue.RELEASED, ''), 0):.0f}",
+        f" {totals.get((counters.DISPATCHERS_DEAD, ''), 0):.0f}, released from them:"
+        f" {totals.get((counters.DEAD_DISPATCHER_RELEASED, ''), 0):.0f}",
     ]
     print("\n".join(lines))
 

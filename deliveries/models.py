@@ -57,6 +57,10 @@ class Delivery(models.Model):
         SUCCEEDED = "succeeded", "Succeeded"
         DEAD = "dead", "Dead"
 
+        # Class attributes set below (an Enum body would make them members).
+        UNFINISHED: tuple[Delivery.Status, ...]
+        FINISHED: tuple[Delivery.Status, ...]
+
     id = models.CharField(primary_key=True, max_length=40, default=new_delivery_id)
     # No database constraint: on PostgreSQL the history tables are partitioned
     # by day (migration 0006) and a foreign key into one would make dropping
@@ -106,14 +110,14 @@ class Delivery(models.Model):
             # The claim: partial, so succeeded and dead history never costs it.
             models.Index(
                 fields=["next_attempt_at"],
-                condition=Q(status__in=["pending", "delivering"]),
+                condition=Q(status__in=["pending", "delivering"]),  # Status.UNFINISHED
                 name="delivery_due_idx",
             ),
             # The fair claim walks each endpoint's due rows oldest first, so a
             # million rows behind one endpoint cost it no more than ten.
             models.Index(
                 fields=["endpoint", "next_attempt_at"],
-                condition=Q(status__in=["pending", "delivering"]),
+                condition=Q(status__in=["pending", "delivering"]),  # Status.UNFINISHED
                 name="delivery_endpoint_due_idx",
             ),
             # max_in_flight: an endpoint's live claims, counted at each claim.
@@ -154,12 +158,69 @@ class Delivery(models.Model):
     def __str__(self) -> str:
         return f"{self.id} ({self.status})"
 
+    @staticmethod
+    def back_to_pending(*, due_at, budget_start=None) -> dict:
+        """The columns of a row going back to pending, unclaimed, due at `due_at`.
+
+        Given a budget_start (a value, or F("attempt_count") in an UPDATE), the
+        row starts a fresh attempt budget and is no longer dead: a replay.
+        Without, nothing was spent: a claim given back unsent.
+        """
+        fields = {
+            "status": Delivery.Status.PENDING,
+            "claimed_by": "",
+            "claimed_until": None,
+            "next_attempt_at": due_at,
+        }
+        if budget_start is not None:
+            fields.update(budget_start=budget_start, dead_at=None)
+        return fields
+
     @property
     def attempts_in_budget(self) -> int:
         return self.attempt_count - self.budget_start
 
 
+# Still to be sent (the claim's rows), or over: nothing will change them again
+# unless someone replays them. In this order, which the partial indexes name.
+Delivery.Status.UNFINISHED = (Delivery.Status.PENDING, Delivery.Status.DELIVERING)
+Delivery.Status.FINISHED = (Delivery.Status.SUCCEEDED, Delivery.Status.DEAD)
+
+
+class ErrorKind:
+    """The error kinds an attempt can end with, stored on Attempt.error_kind.
+
+    The transport's vocabulary: it sets every kind but LEASE_EXPIRED (claiming's)
+    and HTTP_STATUS (a receiver answered with a status that is not 2xx).
+    Every kind but DESTINATION_BLOCKED and PERMANENT_STATUS is retried
+    (deliveries.retry.classify).
+    """
+
+    TIMEOUT = "timeout"
+    CONNECTION = "connection_error"
+    DNS = "dns_error"
+    TLS = "tls_error"
+    DESTINATION_BLOCKED = "destination_blocked"
+    NO_SIGNING_SECRET = "no_signing_secret"
+    LEASE_EXPIRED = "lease_expired"
+    HTTP_STATUS = "http_status"
+    # A status the endpoint (or PERMANENT_FAILURE_STATUSES) treats as permanent:
+    # recorded as its own kind so the delivery page can say why it was not
+    # retried, even after the list changes.
+    PERMANENT_STATUS = "permanent_status"
+    INVALID_RESPONSE = "invalid_response"  # a status line or headers aiohttp refused
+
+    ALL: frozenset[str]
+
+
+ErrorKind.ALL = frozenset(
+    v for k, v in vars(ErrorKind).items() if k.isupper() and isinstance(v, str)
+)
+
+
 class Attempt(models.Model):
+    ErrorKind = ErrorKind
+
     class Outcome(models.TextChoices):
         SUCCEEDED = "succeeded", "Succeeded"
         RETRY = "retry", "Will retry"

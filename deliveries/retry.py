@@ -1,6 +1,6 @@
 """What an attempt's outcome means, and how long to wait before the next one.
 
-Pure: no Django, no clock, no global random state (contract section 5). The
+Pure: no database, no clock, no global random state (contract section 5). The
 caller decides "attempts exhausted -> dead"; this module only classifies.
 """
 
@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from enum import StrEnum
 
-from deliveries.dispatch.errors import DESTINATION_BLOCKED
+from deliveries.models import ErrorKind
 
 # Only these carry a Retry-After we honour (contract section 5).
 RETRY_AFTER_STATUSES = frozenset({429, 503})
@@ -27,6 +27,11 @@ class Verdict(StrEnum):
     RETRY = "retry"
     DEAD = "dead"
     GONE = "gone"  # 410: dead, and the endpoint is disabled
+
+
+def is_success(status_code: int | None) -> bool:
+    """A 2xx answer: the one meaning of "delivered" (contract section 5)."""
+    return status_code is not None and 200 <= status_code < 300
 
 
 def classify(
@@ -45,7 +50,7 @@ def classify(
     but a wrong "dead" loses the event.
     """
     if status_code is not None:
-        if 200 <= status_code <= 299:
+        if is_success(status_code):
             return Verdict.SUCCEEDED
         if status_code == 410:
             return Verdict.GONE
@@ -53,7 +58,7 @@ def classify(
             return Verdict.DEAD
         # 1xx, 3xx (redirects are never followed), 4xx, 5xx, out-of-range codes.
         return Verdict.RETRY
-    if error_kind == DESTINATION_BLOCKED:
+    if error_kind == ErrorKind.DESTINATION_BLOCKED:
         # Resending cannot help until someone changes the endpoint URL.
         return Verdict.DEAD
     # timeout, connection, DNS, TLS, lease_expired, and unknown kinds.

@@ -146,9 +146,7 @@ def queue_depth(*, now: datetime) -> dict[str, int]:
     # without reading a row; only "due now" reads rows, from the due index,
     # and due rows are few while dispatchers keep up (a backlog is the alert).
     by_status = dict(
-        Delivery.objects.filter(
-            status__in=[Delivery.Status.PENDING, Delivery.Status.DELIVERING]
-        )
+        Delivery.objects.filter(status__in=Delivery.Status.UNFINISHED)
         .values_list("status")
         .annotate(n=Count("pk"))
         .order_by()
@@ -402,7 +400,7 @@ def endpoint_unfinished(*, endpoint_id: str, now: datetime) -> Unfinished:
     """One endpoint's unfinished deliveries by when they may go, in one query."""
     counts = Delivery.objects.filter(
         endpoint_id=endpoint_id,
-        status__in=[Delivery.Status.PENDING, Delivery.Status.DELIVERING],
+        status__in=Delivery.Status.UNFINISHED,
     ).aggregate(
         due=Count(
             "pk", filter=Q(status=Delivery.Status.PENDING, next_attempt_at__lte=now)

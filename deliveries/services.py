@@ -12,8 +12,8 @@ from django.db import transaction
 from django.db.models import F
 
 from deliveries import words
-from deliveries.dispatch import counters
 from deliveries.models import Delivery, Event
+from deliveries.ops import counters
 from deliveries.ops.held import delivery_held
 from deliveries.publish import fanout, validation
 from deliveries.publish.outbox import (
@@ -306,24 +306,14 @@ def delivery_replay(*, delivery_id: str, now: datetime | None = None) -> Deliver
         transaction.atomic(),
     ):
         delivery = Delivery.objects.select_for_update(of=("self",)).get(pk=delivery_id)
-        if delivery.status not in (Delivery.Status.DEAD, Delivery.Status.SUCCEEDED):
+        if delivery.status not in Delivery.Status.FINISHED:
             raise ReplayRefused(f"delivery {delivery.pk} is {delivery.status}")
-        delivery.status = Delivery.Status.PENDING
-        delivery.budget_start = delivery.attempt_count
-        delivery.next_attempt_at = now
-        delivery.claimed_by = ""
-        delivery.claimed_until = None
-        delivery.dead_at = None
-        delivery.save(
-            update_fields=[
-                "status",
-                "budget_start",
-                "next_attempt_at",
-                "claimed_by",
-                "claimed_until",
-                "dead_at",
-            ]
+        fields = Delivery.back_to_pending(
+            due_at=now, budget_start=delivery.attempt_count
         )
+        for name, value in fields.items():
+            setattr(delivery, name, value)
+        delivery.save(update_fields=list(fields))
         counters.counters_add(shard="web", tally={(counters.REPLAYED, ""): 1})
         notify_dispatchers()
     return delivery
@@ -377,11 +367,9 @@ def deliveries_recover(
         ) as span,
         transaction.atomic(),
     ):
+        # Dead rows hold no claim: clearing it again changes nothing.
         count = dead.update(
-            status=Delivery.Status.PENDING,
-            budget_start=F("attempt_count"),
-            next_attempt_at=now,
-            dead_at=None,
+            **Delivery.back_to_pending(due_at=now, budget_start=F("attempt_count"))
         )
         if count:
             counters.counters_add(shard="web", tally={(counters.REPLAYED, ""): count})
@@ -406,12 +394,7 @@ def deliveries_replay_dead(
         count = Delivery.objects.filter(
             pk__in=list(delivery_ids), status=Delivery.Status.DEAD
         ).update(
-            status=Delivery.Status.PENDING,
-            budget_start=F("attempt_count"),
-            next_attempt_at=now,
-            claimed_by="",
-            claimed_until=None,
-            dead_at=None,
+            **Delivery.back_to_pending(due_at=now, budget_start=F("attempt_count"))
         )
         if count:
             counters.counters_add(shard="web", tally={(counters.REPLAYED, ""): count})

@@ -13,25 +13,26 @@ import math
 import re
 from collections.abc import Sequence
 
-from deliveries.dispatch import errors
+from deliveries.models import ErrorKind
+from deliveries.retry import is_success
 from endpoints.words import status_words
 
 # What each error kind is called, before the detail the attempt recorded.
 KIND_WORDS = {
-    errors.TIMEOUT: "Timed out",
-    errors.CONNECTION: "Could not connect",
-    errors.DNS: "The host name did not resolve",
-    errors.TLS: "TLS failed",
-    errors.DESTINATION_BLOCKED: "Destination refused",
-    errors.NO_SIGNING_SECRET: "Not sent: the endpoint has no live signing secret",
-    errors.LEASE_EXPIRED: "The dispatcher sending it stopped before it finished",
-    errors.INVALID_RESPONSE: "The response could not be read",
+    ErrorKind.TIMEOUT: "Timed out",
+    ErrorKind.CONNECTION: "Could not connect",
+    ErrorKind.DNS: "The host name did not resolve",
+    ErrorKind.TLS: "TLS failed",
+    ErrorKind.DESTINATION_BLOCKED: "Destination refused",
+    ErrorKind.NO_SIGNING_SECRET: "Not sent: the endpoint has no live signing secret",
+    ErrorKind.LEASE_EXPIRED: "The dispatcher sending it stopped before it finished",
+    ErrorKind.INVALID_RESPONSE: "The response could not be read",
 }
 # Details that are the kind itself said again, in aiohttp's words.
 _REFUSED_MARKERS = ("connection refused", "connect call failed")
 # "ClientConnectorError: Cannot connect to host ... ssl:default [...]"
 _EXCEPTION = re.compile(r"^[A-Z][A-Za-z]+(Error|Exception)\b")
-_LABEL_ONLY = frozenset({errors.LEASE_EXPIRED, errors.NO_SIGNING_SECRET})
+_LABEL_ONLY = frozenset({ErrorKind.LEASE_EXPIRED, ErrorKind.NO_SIGNING_SECRET})
 
 
 def error_words(*, error_kind: str, error_message: str, status_code: int | None) -> str:
@@ -40,12 +41,12 @@ def error_words(*, error_kind: str, error_message: str, status_code: int | None)
     A status answer is its status; a connection failure says what the
     socket said ("Connection refused"), never aiohttp's class name.
     """
-    if status_code is not None and not 200 <= status_code < 300:
+    if status_code is not None and not is_success(status_code):
         return status_words(status_code)
     if not error_kind:
         return ""
     message = (error_message or "").strip()
-    if error_kind == errors.CONNECTION:
+    if error_kind == ErrorKind.CONNECTION:
         lowered = message.lower()
         if any(marker in lowered for marker in _REFUSED_MARKERS):
             return "Connection refused"
@@ -65,7 +66,7 @@ def error_words(*, error_kind: str, error_message: str, status_code: int | None)
 
 def last_error_words(*, last_error: str, status_code: int | None) -> str:
     """A delivery's last_error column ("http 500", or "kind: message") in words."""
-    if status_code is not None and not 200 <= status_code < 300:
+    if status_code is not None and not is_success(status_code):
         return status_words(status_code)
     kind, _, message = (last_error or "").partition(": ")
     if kind in KIND_WORDS:
@@ -101,13 +102,13 @@ def stop_reason(*, status: str, attempts: Sequence, attempts_used: int) -> str:
             "Delivery stopped: the receiver answered 410 Gone, so the endpoint "
             "was disabled. Enable it and replay once the receiver is back."
         )
-    if last.error_kind == errors.PERMANENT_STATUS:
+    if last.error_kind == ErrorKind.PERMANENT_STATUS:
         return (
             f"Not retried because the receiver answered "
             f"{status_words(last.status_code)}, a status this endpoint treats as "
             "permanent. Fix the receiver, then replay."
         )
-    if last.error_kind == errors.DESTINATION_BLOCKED:
+    if last.error_kind == ErrorKind.DESTINATION_BLOCKED:
         why = f" ({last.error_message})" if last.error_message else ""
         return (
             f"Not retried because the destination is refused{why}: change the "

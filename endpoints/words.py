@@ -24,7 +24,7 @@ STATE_WORDS = {"closed": "sending", "open": "paused", "half_open": "testing"}
 DEGRADED_MIN_SAMPLES = 20
 
 
-# The error kinds a breaker's stored reason names (deliveries/dispatch/errors.py).
+# The error kinds a breaker's stored reason names (deliveries.models.ErrorKind).
 _KIND_SHORT = {
     "timeout": "timed out",
     "connection_error": "could not connect",

@@ -19,18 +19,19 @@ from django.utils.http import urlencode
 from deliveries import signing, words
 from deliveries.models import Attempt, Delivery
 from deliveries.ops.held import delivery_held
+from deliveries.retry import is_success
 from endpoints.admin.present import cut, ms, row_url, url_cut
 from relayproject.lib.clock import utcnow
 
 RESPONSE_EXCERPT_CHARS = 200
 REQUEST_BODY_SHOWN_CHARS = 20_000  # the page stays light for a large event
-REPLAYABLE = (Delivery.Status.DEAD, Delivery.Status.SUCCEEDED)
+REPLAYABLE = Delivery.Status.FINISHED
 
 
 def _result(code: int | None, error: str) -> str:
     """The last answer in the relay's words: "HTTP 503 Service Unavailable",
     "Connection refused" (deliveries/words.py)."""
-    if code is not None and 200 <= code < 300:
+    if is_success(code):
         return f"HTTP {code}"
     return words.last_error_words(last_error=error, status_code=code) or "-"
 

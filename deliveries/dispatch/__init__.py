@@ -1,5 +1,11 @@
 """The delivery engine: claim due rows, send them, record what happened.
 
+The vocabulary it shares with the rest of the house lives in the core, which
+never imports this package: the statuses and error kinds
+(deliveries/models.py), what an answer means (deliveries/retry.py), the
+request's headers (deliveries/request.py), the /metrics counters
+(deliveries/ops/counters.py).
+
 Read in this order:
 
 - ``dispatcher.py``  the database thread: claim -> hand over -> record;
@@ -26,10 +32,8 @@ Read in this order:
 - ``gate.py``        which endpoints are held back (breakers seen open).
 - ``transport.py``   one HTTP request -> SendResult (aiohttp); writes nothing.
 - ``resolver.py``    the destination policy at send time: resolve, check, pin.
-- ``errors.py``      the error kinds an attempt can end with.
 - ``outcomes.py``    record a flush of results, fenced by the lease.
 - ``recording.py``   one outcome the database refuses cannot sink its flush.
-- ``counters.py``    the /metrics counters, summed across processes.
 - ``wakeup.py``      how an idle dispatcher waits (LISTEN/NOTIFY or a timer).
 - ``maintenance.py`` periodic work besides sending (endpoint statistics, the
                      gauges /metrics serves, day partitions of the history

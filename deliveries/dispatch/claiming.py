@@ -24,9 +24,8 @@ from deliveries.dispatch.due import (
     live_claims,
     rooms,
 )
-from deliveries.dispatch.errors import LEASE_EXPIRED
 from deliveries.dispatch.shares import merchant_shares
-from deliveries.models import Attempt, Delivery
+from deliveries.models import Attempt, Delivery, ErrorKind
 from endpoints.models import EndpointHealth
 
 logger = logging.getLogger(__name__)
@@ -270,7 +269,7 @@ def _take(
                 endpoint_id=row["endpoint_id"],
                 number=row["attempt_count"] + 1,
                 started_at=now,
-                error_kind=LEASE_EXPIRED,
+                error_kind=ErrorKind.LEASE_EXPIRED,
                 error_message="the worker died or lost its lease before recording",
                 worker_id=row["claimed_by"],
                 outcome=Attempt.Outcome.DEAD
@@ -282,7 +281,7 @@ def _take(
         Attempt.objects.bulk_create(lost_attempts)
         Delivery.objects.filter(pk__any=[r["id"] for r in expired]).update(
             attempt_count=F("attempt_count") + 1,
-            last_error=LEASE_EXPIRED,
+            last_error=ErrorKind.LEASE_EXPIRED,
             last_status_code=None,
             last_attempt_at=now,
         )
@@ -327,7 +326,7 @@ def log_claim(claim: Claim) -> None:
             lost["endpoint_id"],
             lost["number"],
             "dead" if lost["dead"] else "retry",
-            LEASE_EXPIRED,
+            ErrorKind.LEASE_EXPIRED,
             extra=ids,
         )
     claim.lost = []
@@ -345,12 +344,7 @@ def release(
             status=Delivery.Status.DELIVERING,
             claimed_by=worker_id,
             claimed_until=lease_until,
-        ).update(
-            status=Delivery.Status.PENDING,
-            claimed_by="",
-            claimed_until=None,
-            next_attempt_at=due_at,
-        )
+        ).update(**Delivery.back_to_pending(due_at=due_at))
 
 
 def probe_abandon(*, endpoint_id: str, now: datetime) -> None:

@@ -24,10 +24,11 @@ from datetime import datetime, timedelta
 
 from django.db import connections
 
-from deliveries.dispatch import claiming, counters, gate, spans
+from deliveries.dispatch import claiming, gate, spans
 from deliveries.dispatch.jobs import Job, jobs_load
 from deliveries.dispatch.returns import DB_BACKOFF_SECONDS, DB_ERRORS, Returns, Stats
 from deliveries.dispatch.sendloop import Capacity, Finished, SendLoop, Stopped
+from deliveries.ops import counters
 from endpoints.services import endpoint_rate_take
 from relayproject.lib.clock import SystemClock
 

@@ -20,7 +20,7 @@ from deliveries.dispatch.prepared import AnyOf  # noqa: F401 - registers field__
 from deliveries.models import Delivery
 from endpoints.models import Endpoint, EndpointHealth
 
-DUE_STATUSES = (Delivery.Status.PENDING, Delivery.Status.DELIVERING)
+DUE_STATUSES = Delivery.Status.UNFINISHED
 
 
 class Due(NamedTuple):

@@ -18,10 +18,12 @@ from django.db import transaction
 from django.db.models import Q
 
 from deliveries import retry
-from deliveries.dispatch import counters, errors, prepared
+from deliveries.dispatch import prepared
 from deliveries.dispatch.transport import SendResult
-from deliveries.models import Attempt, Delivery
+from deliveries.models import Attempt, Delivery, ErrorKind
+from deliveries.ops import counters
 from deliveries.publish.sanitize import storable_text
+from deliveries.retry import is_success
 from endpoints import breaker
 from endpoints.models import Endpoint, EndpointHealth
 from relayproject.lib.tracing import span_event
@@ -133,7 +135,7 @@ def _endpoints_to_lock(sent: list[Sent]) -> list[str]:
     eventful = {
         s.endpoint_id
         for s in sent
-        if s.is_probe or not 200 <= (s.result.status_code or 0) < 300
+        if s.is_probe or not is_success(s.result.status_code)
     }
     at_rest = set(
         EndpointHealth.objects.filter(
@@ -350,8 +352,8 @@ def _status_kind(item: Sent, verdict: retry.Verdict) -> str:
     if verdict == retry.Verdict.SUCCEEDED:
         return ""
     if item.result.status_code in item.permanent_statuses:
-        return errors.PERMANENT_STATUS
-    return errors.HTTP_STATUS
+        return ErrorKind.PERMANENT_STATUS
+    return ErrorKind.HTTP_STATUS
 
 
 _HEALTH_FIELDS = [
@@ -370,7 +372,7 @@ _HEALTH_FIELDS = [
 
 def _apply_breaker(health: EndpointHealth, item: Sent, *, now: datetime) -> None:
     """Move the breaker (pure rules in endpoints.breaker) and copy it back."""
-    succeeded = 200 <= (item.result.status_code or 0) < 300
+    succeeded = is_success(item.result.status_code)
     state = breaker.Breaker(
         state=health.breaker_state,
         consecutive_failures=health.consecutive_failures,
@@ -437,7 +439,7 @@ def _trace_breaker(health: EndpointHealth, state: breaker.Breaker) -> None:
 def _error_text(result: SendResult) -> str:
     if result.error_kind:
         return storable_text(result.error_kind, limit=100)
-    if result.status_code is not None and not 200 <= result.status_code < 300:
+    if result.status_code is not None and not is_success(result.status_code):
         return f"http {result.status_code}"
     return ""
 

@@ -20,8 +20,9 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import InterfaceError, InternalError, OperationalError
 
-from deliveries.dispatch import claiming, errors, outcomes
+from deliveries.dispatch import claiming, outcomes
 from deliveries.dispatch.transport import SendResult
+from deliveries.models import ErrorKind
 
 logger = logging.getLogger(__name__)
 
@@ -123,7 +124,7 @@ def _plainer(result: SendResult, failure: Exception) -> list[SendResult]:
     stripped = SendResult(
         status_code=status,
         duration_ms=duration,
-        error_kind=kind or ("" if status is not None else errors.INVALID_RESPONSE),
+        error_kind=kind or ("" if status is not None else ErrorKind.INVALID_RESPONSE),
         error_message=f"the response could not be stored ({type(failure).__name__})",
         # Ours, not the receiver's: what was sent still shows.
         request_url=result.request_url,
@@ -132,14 +133,12 @@ def _plainer(result: SendResult, failure: Exception) -> list[SendResult]:
     bare = replace(
         stripped,
         status_code=None,
-        error_kind=errors.INVALID_RESPONSE,
+        error_kind=ErrorKind.INVALID_RESPONSE,
     )
     return [stripped, bare]
 
 
-_KINDS = frozenset(
-    v for k, v in vars(errors).items() if k.isupper() and isinstance(v, str)
-)
+_KINDS = ErrorKind.ALL
 
 
 def _merge(into: outcomes.Recorded, part: outcomes.Recorded) -> None:

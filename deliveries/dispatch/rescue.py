@@ -34,15 +34,12 @@ from django.db import transaction
 from django.db.models import F
 from django.db.models.functions import Now
 
-from deliveries.dispatch import counters
 from deliveries.models import Delivery, DispatcherHeartbeat
+from deliveries.ops import counters
 from deliveries.publish.outbox import notify_dispatchers
 from endpoints.models import EndpointHealth
 
 logger = logging.getLogger(__name__)
-
-DEAD = "dispatchers_dead_total"  # counters: dispatchers declared dead
-RELEASED = "dead_dispatcher_released_total"  # deliveries released from them
 
 
 @dataclass(frozen=True)
@@ -129,8 +126,8 @@ def _count(rescued: list[Rescued], *, shard: str) -> None:
         return
     tally = Tally()
     for r in rescued:
-        tally[(DEAD, "")] += int(r.declared)
-        tally[(RELEASED, "")] += r.released
+        tally[(counters.DISPATCHERS_DEAD, "")] += int(r.declared)
+        tally[(counters.DEAD_DISPATCHER_RELEASED, "")] += r.released
     counters.counters_add(shard=shard, tally=tally)
     notify_dispatchers()  # idle dispatchers claim the released rows at once
 

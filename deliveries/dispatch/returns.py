@@ -15,9 +15,11 @@ from datetime import datetime
 
 from django.db import InterfaceError, InternalError, OperationalError, connections
 
-from deliveries.dispatch import claiming, counters, outcomes, recording, spans
+from deliveries.dispatch import claiming, outcomes, recording, spans
 from deliveries.dispatch.jobs import Job
 from deliveries.dispatch.sendloop import Finished
+from deliveries.ops import counters
+from deliveries.retry import is_success
 
 logger = logging.getLogger(__name__)
 
@@ -98,9 +100,7 @@ class Returns:
             self.stats.retried += attempts.pop("retry", 0)
             self.stats.dead += sum(attempts.values())
         failures = Tally(
-            f.job.endpoint_id
-            for f in finished
-            if not (f.result.status_code and 200 <= f.result.status_code < 300)
+            f.job.endpoint_id for f in finished if not is_success(f.result.status_code)
         )
         if failures:
             self._loop.recorded(dict(failures))

@@ -35,10 +35,13 @@ from django.conf import settings
 from opentelemetry import trace
 
 from deliveries import signing
-from deliveries.dispatch import errors, spans
+from deliveries.dispatch import spans
 from deliveries.dispatch.jobs import Job
 from deliveries.dispatch.lanes import Lanes
 from deliveries.dispatch.transport import OutgoingRequest, SendResult, wire_headers
+from deliveries.models import ErrorKind
+from deliveries.request import outgoing_headers
+from deliveries.retry import is_success
 
 # Past its own deadline the transport has failed to stop an attempt: the loop
 # ends it this much later, so a stuck send can never keep a dispatcher from
@@ -293,7 +296,7 @@ class SendLoop:
                 )
         except Exception as exc:  # noqa: BLE001 - a send must never kill the loop
             result = SendResult(
-                None, 0.0, errors.CONNECTION, f"{type(exc).__name__}: {exc}"[:500]
+                None, 0.0, ErrorKind.CONNECTION, f"{type(exc).__name__}: {exc}"[:500]
             )
         spans.send_span_end(span, job, result)
         self.lanes.finished(job, failed=_failed(result))
@@ -305,7 +308,7 @@ class SendLoop:
         self, job: Job, started_at: datetime, *, traceparent: str = ""
     ) -> SendResult:
         if not job.secrets:
-            return SendResult(None, 0.0, errors.NO_SIGNING_SECRET, "no live secret")
+            return SendResult(None, 0.0, ErrorKind.NO_SIGNING_SECRET, "no live secret")
         request = signed_request(
             job, timestamp=int(started_at.timestamp()), traceparent=traceparent
         )
@@ -331,7 +334,7 @@ class SendLoop:
             return SendResult(
                 None,
                 (time.monotonic() - began) * 1000,
-                errors.TIMEOUT,
+                ErrorKind.TIMEOUT,
                 f"the attempt overran its {self.timeout:g} s deadline",
             )
 
@@ -340,20 +343,17 @@ def signed_request(
     job: Job, *, timestamp: int, traceparent: str = ""
 ) -> OutgoingRequest:
     """The request as the contract (section 4) describes it, signed now."""
-    headers = {
-        **job.headers,  # reserved names are refused on save; ours win anyway
-        "Content-Type": "application/json",
-        "webhook-id": job.event_id,
-        "webhook-timestamp": str(timestamp),
-        "webhook-signature": signing.signature_header(
+    headers = outgoing_headers(
+        custom=job.headers,
+        event_id=job.event_id,
+        delivery_id=job.delivery_id,
+        attempt=job.attempt_count + 1,
+        timestamp=str(timestamp),
+        signature=signing.signature_header(
             secrets=job.secrets, msg_id=job.event_id, timestamp=timestamp, body=job.body
         ),
-        "X-Relay-Event-Id": job.event_id,
-        "X-Relay-Delivery-Id": job.delivery_id,
-        "X-Relay-Attempt": str(job.attempt_count + 1),
-    }
-    if traceparent:  # RELAY_SEND_TRACEPARENT: off unless asked for
-        headers["traceparent"] = traceparent
+        traceparent=traceparent,
+    )
     return OutgoingRequest(url=job.url, headers=headers, body=job.body)
 
 
@@ -391,4 +391,4 @@ def recorded_headers(
 
 
 def _failed(result: SendResult) -> bool:
-    return not (result.status_code is not None and 200 <= result.status_code < 300)
+    return not is_success(result.status_code)

@@ -8,7 +8,7 @@ Receivers are hostile (a merchant controls its own): every attempt ends
 within ``timeout`` seconds of its start whatever the receiver does, at most
 ``body_limit`` bytes of the body are read and they are never decompressed,
 header sizes are bounded by the parser, and every failure becomes a
-SendResult with an error kind from errors.py, never an exception.
+SendResult with an error kind (deliveries.models.ErrorKind), never an exception.
 """
 
 from __future__ import annotations
@@ -22,12 +22,11 @@ from dataclasses import dataclass
 
 import aiohttp
 
-from deliveries.dispatch import errors
 from deliveries.dispatch.resolver import PolicyResolver, check_literal, refusal_in
+from deliveries.models import ErrorKind
+from deliveries.request import TRANSPORT_HEADERS
 from endpoints import destinations
 
-VERSION = "1.0"
-USER_AGENT = f"webhook-relay/{VERSION}"
 CONNECTION_LIMIT = 512  # sockets open at once per sender; sends past it wait
 KEEPALIVE_SECONDS = 30  # an idle connection to a receiver is kept this long
 # The response head is bounded: a status line or header line longer than this,
@@ -63,11 +62,7 @@ class SendResult:
 
 def wire_headers(request: OutgoingRequest) -> dict[str, str]:
     """The headers send() puts on the wire for request, in that order."""
-    return {
-        **request.headers,
-        "User-Agent": USER_AGENT,
-        "Accept-Encoding": "identity",
-    }
+    return {**request.headers, **TRANSPORT_HEADERS}
 
 
 def kept_headers(headers) -> tuple[tuple[str, str], ...]:
@@ -167,11 +162,11 @@ class AsyncSender:
         except TimeoutError:
             if response is None:
                 return result(
-                    errors.TIMEOUT,
+                    ErrorKind.TIMEOUT,
                     f"no complete response head within {self.timeout:g} s",
                 )
             return result(
-                errors.TIMEOUT,
+                ErrorKind.TIMEOUT,
                 f"status {response.status}, but the body did not arrive "
                 f"within {self.timeout:g} s",
             )
@@ -250,24 +245,28 @@ class Sender:
 def _refusal_kind(refused: destinations.DestinationRefused) -> str:
     # A name that does not resolve right now is a DNS error (retried);
     # anything else the policy refuses is permanent.
-    return errors.DNS if refused.code == errors.DNS else errors.DESTINATION_BLOCKED
+    return (
+        ErrorKind.DNS
+        if refused.code == ErrorKind.DNS
+        else ErrorKind.DESTINATION_BLOCKED
+    )
 
 
 def _error_kind(exc: Exception) -> str:
     if isinstance(exc, aiohttp.InvalidURL):
         # Forms aiohttp itself refuses to connect to (e.g. 127.1): the URL
         # must change before a resend can help.
-        return errors.DESTINATION_BLOCKED
+        return ErrorKind.DESTINATION_BLOCKED
     if isinstance(exc, aiohttp.ClientConnectorDNSError):
-        return errors.DNS
+        return ErrorKind.DNS
     if isinstance(
         exc, aiohttp.ClientConnectorCertificateError | aiohttp.ClientSSLError
     ) or isinstance(exc, ssl.SSLError):
-        return errors.TLS
+        return ErrorKind.TLS
     if isinstance(exc, aiohttp.ClientResponseError):
         # The status line or headers could not be parsed, or broke a limit.
-        return errors.INVALID_RESPONSE
-    return errors.CONNECTION
+        return ErrorKind.INVALID_RESPONSE
+    return ErrorKind.CONNECTION
 
 
 def _short(exc: BaseException) -> str:

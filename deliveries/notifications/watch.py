@@ -14,8 +14,7 @@ from datetime import datetime
 from django.db import transaction
 from django.db.models import Count, F, Max, Min, Q
 
-from deliveries.dispatch.errors import HTTP_STATUS, LEASE_EXPIRED
-from deliveries.models import Attempt, Delivery
+from deliveries.models import Attempt, Delivery, ErrorKind
 from deliveries.notifications import policy
 from deliveries.notifications.announce import announce
 from deliveries.notifications.models import EndpointWatch, Kind
@@ -73,7 +72,7 @@ def episode_of(*, endpoint_id: str, after: datetime | None) -> policy.Episode | 
     Lost leases are the dispatcher's fault, not the endpoint's: not counted.
     """
     failed = Attempt.objects.filter(endpoint_id=endpoint_id).exclude(
-        Q(outcome=Attempt.Outcome.SUCCEEDED) | Q(error_kind=LEASE_EXPIRED)
+        Q(outcome=Attempt.Outcome.SUCCEEDED) | Q(error_kind=ErrorKind.LEASE_EXPIRED)
     )
     if after is not None:
         failed = failed.filter(started_at__gt=after)
@@ -95,7 +94,7 @@ def last_error(*, endpoint_id: str) -> dict:
     )
     if row is None:
         return {"last_error": "", "last_status_code": None}
-    kind = "" if row["error_kind"] == HTTP_STATUS else row["error_kind"]
+    kind = "" if row["error_kind"] == ErrorKind.HTTP_STATUS else row["error_kind"]
     text = row["error_message"] or kind
     if row["status_code"]:
         text = f"HTTP {row['status_code']}" + (f": {text}" if text else "")

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 from django.db.models import Count
 
-from deliveries.dispatch import counters, rescue
 from deliveries.models import Attempt, Delivery, DispatcherHeartbeat
+from deliveries.ops import counters
 from deliveries.ops.held import human_seconds, when
 from deliveries.words import error_words
 from endpoints import breaker
@@ -29,7 +29,6 @@ if TYPE_CHECKING:
 
 DAY = timedelta(hours=24)
 OLDEST_PENDING_ALERT = timedelta(minutes=30)
-UNFINISHED = (Delivery.Status.PENDING, Delivery.Status.DELIVERING)
 
 
 @dataclass(frozen=True)
@@ -59,7 +58,9 @@ def _held_counts(endpoint_ids: list[str]) -> dict[str, int]:
         return {}
     # One grouped query over the (endpoint, status, created_at) index.
     rows = (
-        Delivery.objects.filter(endpoint_id__in=endpoint_ids, status__in=UNFINISHED)
+        Delivery.objects.filter(
+            endpoint_id__in=endpoint_ids, status__in=Delivery.Status.UNFINISHED
+        )
         .values("endpoint_id")
         .annotate(n=Count("pk"))
         .order_by()
@@ -162,8 +163,8 @@ def dispatcher_rescue_totals() -> tuple[int, int]:
     """(dispatchers declared dead, deliveries released from them), all time."""
     totals = counters.counter_totals()
     return (
-        int(totals.get((rescue.DEAD, ""), 0)),
-        int(totals.get((rescue.RELEASED, ""), 0)),
+        int(totals.get((counters.DISPATCHERS_DEAD, ""), 0)),
+        int(totals.get((counters.DEAD_DISPATCHER_RELEASED, ""), 0)),
     )
 
 

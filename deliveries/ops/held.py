@@ -113,7 +113,7 @@ def delivery_held(*, delivery: Delivery, now: datetime) -> Held | None:
     time; the rate limit holds it back after a claim; otherwise it waits for
     its time (a retry's backoff) or is due now.
     """
-    if delivery.status in (Delivery.Status.SUCCEEDED, Delivery.Status.DEAD):
+    if delivery.status in Delivery.Status.FINISHED:
         return None
     if delivery.status == Delivery.Status.DELIVERING:
         until = delivery.claimed_until

@@ -2,7 +2,7 @@
 
 Gunicorn workers and dispatchers are separate processes, so nothing is kept
 in process memory: counters are the sums of the shards every process writes
-(deliveries.dispatch.counters); the gauges that count rows (queue depth,
+(deliveries.ops.counters); the gauges that count rows (queue depth,
 oldest pending, breakers, disabled endpoints) are the dispatchers' last stored
 figures (deliveries.ops.gauges), exported with their age. METRICS_TOKEN, when
 set, is the bearer token a scraper must send.
@@ -28,8 +28,7 @@ from prometheus_client.metrics_core import (
 )
 from prometheus_client.registry import Collector
 
-from deliveries.dispatch import counters, rescue
-from deliveries.ops import alerts, gauges
+from deliveries.ops import alerts, counters, gauges
 from relayproject.lib.clock import utcnow
 from relayproject.lib.problems import problem_response
 
@@ -145,12 +144,12 @@ def dispatcher_families(reads: Reads) -> Iterator[Metric]:
     yield CounterMetricFamily(
         "relay_dispatchers_dead_total",
         "Dispatchers declared dead after their heartbeat stopped.",
-        value=reads.totals.get((rescue.DEAD, ""), 0.0),
+        value=reads.totals.get((counters.DISPATCHERS_DEAD, ""), 0.0),
     )
     yield CounterMetricFamily(
         "relay_dead_dispatcher_released_total",
         "Deliveries released from dead dispatchers, claimable again at once.",
-        value=reads.totals.get((rescue.RELEASED, ""), 0.0),
+        value=reads.totals.get((counters.DEAD_DISPATCHER_RELEASED, ""), 0.0),
     )
 
 

@@ -9,9 +9,9 @@ from django.db import connection
 from django.db.models import Count, Prefetch, Q, QuerySet
 
 from deliveries import signing
-from deliveries.dispatch.transport import USER_AGENT
 from deliveries.models import Attempt, Delivery, Event
 from deliveries.ops.stats import QUANTILES, WINDOW, percentile_cont
+from deliveries.request import outgoing_headers
 from deliveries.words import error_words
 from relayproject.lib.pagination import keyset_page
 
@@ -178,21 +178,18 @@ def delivery_request(*, delivery: Delivery) -> SentRequest:
         headers = [(name, value) for name, value in last.request_headers or []]
         return SentRequest(last.request_url, headers, body, "recorded", last.number)
     number = delivery.attempt_count + 1
-    headers = [
-        ("Content-Type", "application/json"),
-        ("User-Agent", USER_AGENT),
-        ("webhook-id", event.pk),
-        ("webhook-timestamp", "(set when it is sent)"),
-        ("webhook-signature", "(v1,… one per live secret, at send time)"),
-    ]
-    # Custom header values may be credentials: named here, never shown.
-    headers += [(name, HIDDEN_VALUE) for name in delivery.endpoint.headers or {}]
-    headers += [
-        ("X-Relay-Event-Id", event.pk),
-        ("X-Relay-Delivery-Id", delivery.pk),
-        ("X-Relay-Attempt", str(number)),
-    ]
-    return SentRequest(delivery.endpoint.url, headers, body, "next", number)
+    headers = outgoing_headers(
+        # Custom header values may be credentials: named here, never shown.
+        custom={name: HIDDEN_VALUE for name in delivery.endpoint.headers or {}},
+        event_id=event.pk,
+        delivery_id=delivery.pk,
+        attempt=number,
+        timestamp="(set when it is sent)",
+        signature="(v1,… one per live secret, at send time)",
+    )
+    return SentRequest(
+        delivery.endpoint.url, list(headers.items()), body, "next", number
+    )
 
 
 @dataclass(frozen=True)

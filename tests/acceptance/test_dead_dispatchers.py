@@ -23,9 +23,9 @@ from django.db import connection
 from django.db.models import F
 from django.db.models.functions import Now
 
-from deliveries.dispatch import counters, rescue
 from deliveries.dispatch.heartbeat import RETRY_SECONDS
 from deliveries.models import Attempt, Delivery, DispatcherHeartbeat
+from deliveries.ops import counters
 from tests.acceptance.processes import (
     dispatcher_database_url,
     publish_fan_out,
@@ -133,8 +133,8 @@ def test_a_killed_dispatcher_s_rows_are_sent_by_another_long_before_its_lease(
     assert hanging.per_delivery(attempt=2) == Counter({i: 1 for i in ids})
     only_the_heir_succeeded("victim", "heir")
     totals = counters.counter_totals()
-    assert totals[(rescue.DEAD, "")] == 1
-    assert totals[(rescue.RELEASED, "")] == 6
+    assert totals[(counters.DISPATCHERS_DEAD, "")] == 1
+    assert totals[(counters.DEAD_DISPATCHER_RELEASED, "")] == 6
     assert totals[(counters.RECLAIMED, "")] == 6
     assert "dispatcher victim declared dead" in heir.stderr
 
@@ -220,7 +220,7 @@ def test_a_dispatcher_whose_receivers_all_take_9_s_is_never_declared_dead(
     assert Counter(r.headers["X-Relay-Delivery-Id"] for r in receiver.received) == (
         Counter({i: 1 for i in ids})
     )
-    assert counters.counter_totals().get((rescue.DEAD, ""), 0) == 0
+    assert counters.counter_totals().get((counters.DISPATCHERS_DEAD, ""), 0) == 0
     assert "declared dead" not in judge.stderr
 
 
@@ -303,7 +303,11 @@ def test_a_database_restart_longer_than_the_threshold_kills_no_dispatcher(
 
     assert "database unavailable" in children[0].stderr
     totals = counters.counter_totals()
-    assert totals.get((rescue.DEAD, ""), 0) == totals.get((rescue.RELEASED, ""), 0) == 0
+    assert (
+        totals.get((counters.DISPATCHERS_DEAD, ""), 0)
+        == totals.get((counters.DEAD_DISPATCHER_RELEASED, ""), 0)
+        == 0
+    )
     # (A claim whose commit was answered into the cut is still resent after
     # its lease, as lease_expired: that is the lease's job, not a death.)
     assert set(Delivery.objects.values_list("status", flat=True)) == {"succeeded"}

@@ -9,8 +9,8 @@ from django.contrib.admin.models import LogEntry
 from django.contrib.messages import get_messages
 from django.urls import reverse
 
-from deliveries.dispatch import counters
 from deliveries.models import Delivery
+from deliveries.ops import counters
 from endpoints.services import endpoint_disable
 from relayproject.lib.clock import utcnow
 from tests import factories

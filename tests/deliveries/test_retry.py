@@ -5,7 +5,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from deliveries.dispatch import errors
+from deliveries.models import ErrorKind
 from deliveries.retry import (
     Verdict,
     backoff_seconds,
@@ -25,31 +25,31 @@ BASE, MAX_DELAY = 30.0, 3600.0
         (201, None, Verdict.SUCCEEDED),
         (204, None, Verdict.SUCCEEDED),
         (299, None, Verdict.SUCCEEDED),
-        (301, errors.HTTP_STATUS, Verdict.RETRY),
-        (302, errors.HTTP_STATUS, Verdict.RETRY),
-        (400, errors.HTTP_STATUS, Verdict.RETRY),
-        (401, errors.HTTP_STATUS, Verdict.RETRY),
-        (403, errors.HTTP_STATUS, Verdict.RETRY),
-        (404, errors.HTTP_STATUS, Verdict.RETRY),
-        (408, errors.HTTP_STATUS, Verdict.RETRY),
-        (410, errors.HTTP_STATUS, Verdict.GONE),
-        (422, errors.HTTP_STATUS, Verdict.RETRY),
-        (425, errors.HTTP_STATUS, Verdict.RETRY),
-        (429, errors.HTTP_STATUS, Verdict.RETRY),
-        (500, errors.HTTP_STATUS, Verdict.RETRY),
-        (502, errors.HTTP_STATUS, Verdict.RETRY),
-        (503, errors.HTTP_STATUS, Verdict.RETRY),
-        (504, errors.HTTP_STATUS, Verdict.RETRY),
-        (100, errors.HTTP_STATUS, Verdict.RETRY),
-        (199, errors.HTTP_STATUS, Verdict.RETRY),
-        (600, errors.HTTP_STATUS, Verdict.RETRY),
-        (999, errors.HTTP_STATUS, Verdict.RETRY),
-        (None, errors.TIMEOUT, Verdict.RETRY),
-        (None, errors.CONNECTION, Verdict.RETRY),
-        (None, errors.DNS, Verdict.RETRY),
-        (None, errors.TLS, Verdict.RETRY),
-        (None, errors.LEASE_EXPIRED, Verdict.RETRY),
-        (None, errors.DESTINATION_BLOCKED, Verdict.DEAD),
+        (301, ErrorKind.HTTP_STATUS, Verdict.RETRY),
+        (302, ErrorKind.HTTP_STATUS, Verdict.RETRY),
+        (400, ErrorKind.HTTP_STATUS, Verdict.RETRY),
+        (401, ErrorKind.HTTP_STATUS, Verdict.RETRY),
+        (403, ErrorKind.HTTP_STATUS, Verdict.RETRY),
+        (404, ErrorKind.HTTP_STATUS, Verdict.RETRY),
+        (408, ErrorKind.HTTP_STATUS, Verdict.RETRY),
+        (410, ErrorKind.HTTP_STATUS, Verdict.GONE),
+        (422, ErrorKind.HTTP_STATUS, Verdict.RETRY),
+        (425, ErrorKind.HTTP_STATUS, Verdict.RETRY),
+        (429, ErrorKind.HTTP_STATUS, Verdict.RETRY),
+        (500, ErrorKind.HTTP_STATUS, Verdict.RETRY),
+        (502, ErrorKind.HTTP_STATUS, Verdict.RETRY),
+        (503, ErrorKind.HTTP_STATUS, Verdict.RETRY),
+        (504, ErrorKind.HTTP_STATUS, Verdict.RETRY),
+        (100, ErrorKind.HTTP_STATUS, Verdict.RETRY),
+        (199, ErrorKind.HTTP_STATUS, Verdict.RETRY),
+        (600, ErrorKind.HTTP_STATUS, Verdict.RETRY),
+        (999, ErrorKind.HTTP_STATUS, Verdict.RETRY),
+        (None, ErrorKind.TIMEOUT, Verdict.RETRY),
+        (None, ErrorKind.CONNECTION, Verdict.RETRY),
+        (None, ErrorKind.DNS, Verdict.RETRY),
+        (None, ErrorKind.TLS, Verdict.RETRY),
+        (None, ErrorKind.LEASE_EXPIRED, Verdict.RETRY),
+        (None, ErrorKind.DESTINATION_BLOCKED, Verdict.DEAD),
         (None, "something_new", Verdict.RETRY),
         (None, None, Verdict.RETRY),
     ],
@@ -72,7 +72,7 @@ def test_classify(status_code, error_kind, verdict):
     ],
 )
 def test_a_permanent_status_is_dead_at_once(status_code, permanent, verdict):
-    kind = errors.HTTP_STATUS if status_code else errors.TIMEOUT
+    kind = ErrorKind.HTTP_STATUS if status_code else ErrorKind.TIMEOUT
     assert (
         classify(status_code=status_code, error_kind=kind, permanent=permanent)
         is verdict
@@ -81,13 +81,13 @@ def test_a_permanent_status_is_dead_at_once(status_code, permanent, verdict):
 
 def test_error_kinds_are_the_stored_strings():
     assert (
-        errors.TIMEOUT,
-        errors.CONNECTION,
-        errors.DNS,
-        errors.TLS,
-        errors.DESTINATION_BLOCKED,
-        errors.LEASE_EXPIRED,
-        errors.HTTP_STATUS,
+        ErrorKind.TIMEOUT,
+        ErrorKind.CONNECTION,
+        ErrorKind.DNS,
+        ErrorKind.TLS,
+        ErrorKind.DESTINATION_BLOCKED,
+        ErrorKind.LEASE_EXPIRED,
+        ErrorKind.HTTP_STATUS,
     ) == (
         "timeout",
         "connection_error",

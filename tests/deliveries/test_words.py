@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from deliveries import words
-from deliveries.dispatch import errors
+from deliveries.models import ErrorKind
 
 
 def attempt(outcome="dead", status=None, kind="", message=""):
@@ -20,38 +20,38 @@ def attempt(outcome="dead", status=None, kind="", message=""):
     ("kind", "message", "status", "said"),
     [
         ("", "", 200, ""),
-        (errors.HTTP_STATUS, "", 401, "HTTP 401 Unauthorized"),
-        (errors.PERMANENT_STATUS, "", 404, "HTTP 404 Not Found"),
-        (errors.HTTP_STATUS, "", 599, "HTTP 599"),
+        (ErrorKind.HTTP_STATUS, "", 401, "HTTP 401 Unauthorized"),
+        (ErrorKind.PERMANENT_STATUS, "", 404, "HTTP 404 Not Found"),
+        (ErrorKind.HTTP_STATUS, "", 599, "HTTP 599"),
         (
-            errors.CONNECTION,
+            ErrorKind.CONNECTION,
             "ClientConnectorError: Cannot connect to host 127.0.0.1:9 ssl:default "
             "[Connect call failed ('127.0.0.1', 9)]",
             None,
             "Connection refused",
         ),
         (
-            errors.CONNECTION,
+            ErrorKind.CONNECTION,
             "Connection refused (127.0.0.1:9)",
             None,
             "Connection refused",
         ),
         (
-            errors.CONNECTION,
+            ErrorKind.CONNECTION,
             "Could not connect to h:443: Network is unreachable",
             None,
             "Could not connect to h:443: Network is unreachable",
         ),
-        (errors.CONNECTION, "OSError: boom", None, "Could not connect"),
+        (ErrorKind.CONNECTION, "OSError: boom", None, "Could not connect"),
         (
-            errors.TIMEOUT,
+            ErrorKind.TIMEOUT,
             "no complete response head within 10 s",
             None,
             "Timed out: no complete response head within 10 s",
         ),
-        (errors.DNS, "", None, "The host name did not resolve"),
+        (ErrorKind.DNS, "", None, "The host name did not resolve"),
         (
-            errors.LEASE_EXPIRED,
+            ErrorKind.LEASE_EXPIRED,
             "lease expired",
             None,
             "The dispatcher sending it stopped before it finished",
@@ -96,30 +96,30 @@ def test_attempt_progress(used, most, said):
 @pytest.mark.parametrize(
     ("status", "last", "used", "starts"),
     [
-        ("pending", attempt("retry", 500, errors.HTTP_STATUS), 1, ""),
+        ("pending", attempt("retry", 500, ErrorKind.HTTP_STATUS), 1, ""),
         ("succeeded", attempt("succeeded", 200), 1, ""),
         (
             "dead",
-            attempt("gone", 410, errors.HTTP_STATUS),
+            attempt("gone", 410, ErrorKind.HTTP_STATUS),
             1,
             "Delivery stopped: the receiver answered 410 Gone",
         ),
         (
             "dead",
-            attempt("dead", 401, errors.PERMANENT_STATUS),
+            attempt("dead", 401, ErrorKind.PERMANENT_STATUS),
             1,
             "Not retried because the receiver answered HTTP 401 Unauthorized, a "
             "status this endpoint treats as permanent",
         ),
         (
             "dead",
-            attempt("dead", None, errors.DESTINATION_BLOCKED, "private address"),
+            attempt("dead", None, ErrorKind.DESTINATION_BLOCKED, "private address"),
             1,
             "Not retried because the destination is refused (private address)",
         ),
         (
             "dead",
-            attempt("dead", 503, errors.HTTP_STATUS),
+            attempt("dead", 503, ErrorKind.HTTP_STATUS),
             10,
             "Not retried because all 10 attempts failed (last: HTTP 503 Service "
             "Unavailable), the most it was allowed",
@@ -127,7 +127,7 @@ def test_attempt_progress(used, most, said):
         (
             "dead",
             attempt(
-                "dead", None, errors.TIMEOUT, "no complete response head within 10 s"
+                "dead", None, ErrorKind.TIMEOUT, "no complete response head within 10 s"
             ),
             1,
             "Not retried because its only attempt failed (last: Timed out",

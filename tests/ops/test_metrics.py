@@ -11,8 +11,8 @@ import pytest
 from django.core.management import call_command
 from prometheus_client.parser import text_string_to_metric_families
 
-from deliveries.dispatch import counters
 from deliveries.dispatch.maintenance import GaugeRefresher
+from deliveries.ops import counters
 from relayproject.lib.clock import utcnow
 from tests import factories
 from tests.ops import seed

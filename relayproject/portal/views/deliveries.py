@@ -8,6 +8,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect
 from django.urls import reverse
 
+from deliveries.models import Delivery
 from relayproject.lib.clock import utcnow
 from relayproject.lib.limits import LimitExceeded
 from relayproject.portal.access import WRITE, Access, portal_view
@@ -17,7 +18,6 @@ from relayproject.portal.views.common import page
 
 TEST_EVENT_TYPE = "relay.test"
 BULK_REPLAY_CAP = 500  # deliveries.services.BULK_REPLAY_CAP, without importing it
-IN_PROGRESS = ("pending", "delivering")
 # Past this the body is folded on the page and downloadable: a 220 KB event
 # printed in full (and again in the curl command) made the page 34,000 px tall.
 LARGE_BODY_BYTES = 10_000
@@ -159,13 +159,13 @@ def delivery_detail(request: HttpRequest, access: Access) -> HttpResponse:
                 if len(sent.body) > LARGE_BODY_BYTES
                 else None,
             ),
-            "in_progress": delivery.status in IN_PROGRESS,
+            "in_progress": delivery.status in Delivery.Status.UNFINISHED,
             # Retry now: offered on a pending row; when it could not go now
             # anyway the page says why instead of offering it.
             "retry_refusal": words.retry_now_refusal(held)
             if delivery.status == "pending"
             else None,
-            "can_replay": delivery.status not in IN_PROGRESS,
+            "can_replay": delivery.status not in Delivery.Status.UNFINISHED,
         },
     )
 

@@ -6,9 +6,10 @@ import random
 
 import pytest
 
-from deliveries.dispatch import claiming, counters, outcomes, recording
+from deliveries.dispatch import claiming, outcomes, recording
 from deliveries.dispatch.transport import SendResult
 from deliveries.models import Attempt, Delivery
+from deliveries.ops import counters
 from deliveries.services import event_publish
 from tests import factories
 from tests.fakes import FakeClock

@@ -9,9 +9,10 @@ from datetime import timedelta
 
 import pytest
 
-from deliveries.dispatch import claiming, counters, outcomes, rescue
+from deliveries.dispatch import claiming, outcomes, rescue
 from deliveries.dispatch.heartbeat import heartbeat_touch
 from deliveries.models import Attempt, Delivery, DispatcherHeartbeat
+from deliveries.ops import counters
 from deliveries.services import event_publish
 from endpoints.models import EndpointHealth
 from relayproject.lib.clock import utcnow
@@ -62,8 +63,8 @@ def test_a_dispatcher_silent_past_the_threshold_is_declared_dead_and_its_rows_ar
         ("gone", "lease_expired", "retry")
     }
     totals = counters.counter_totals()
-    assert totals[(rescue.DEAD, "")] == 1
-    assert totals[(rescue.RELEASED, "")] == 2
+    assert totals[(counters.DISPATCHERS_DEAD, "")] == 1
+    assert totals[(counters.DEAD_DISPATCHER_RELEASED, "")] == 2
 
 
 def test_a_dispatcher_that_beat_within_the_threshold_keeps_its_rows():
@@ -97,7 +98,7 @@ def test_a_dead_dispatcher_is_counted_once_however_often_it_is_judged():
     assert rescue_now() == []
     assert rescue_now(judge="another") == []
     assert DispatcherHeartbeat.objects.get(worker_id="gone").deaths == 1
-    assert counters.counter_totals()[(rescue.DEAD, "")] == 1
+    assert counters.counter_totals()[(counters.DISPATCHERS_DEAD, "")] == 1
 
 
 def test_a_late_outcome_from_a_dispatcher_declared_dead_is_fenced_off():

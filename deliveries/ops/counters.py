@@ -15,6 +15,8 @@ DELIVERIES = "deliveries_total"  # label: outcome (succeeded, dead)
 ATTEMPTS = "attempts_total"  # label: result (succeeded, retry, dead, gone)
 RECLAIMED = "reclaimed_total"
 REPLAYED = "replayed_total"
+DISPATCHERS_DEAD = "dispatchers_dead_total"  # dispatchers declared dead (rescue)
+DEAD_DISPATCHER_RELEASED = "dead_dispatcher_released_total"  # rows released from them
 
 
 @dataclass(frozen=True)
