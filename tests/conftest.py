@@ -7,6 +7,15 @@ import os
 import pytest
 from django.db import connection
 
+# The API's keys and merchants, for the tests of every face that calls it.
+from tests.support.api import (  # noqa: F401
+    any_key,
+    merchant,
+    other_merchant,
+    platform,
+    scoped,
+)
+
 ON_POSTGRES = os.environ.get("TEST_DATABASE_URL", "").startswith(("postgres", "pgsql"))
 
 
@@ -72,7 +81,7 @@ def _fresh_key_cache():
 
 @pytest.fixture
 def receiver():
-    from tests.fakes import Receiver
+    from tests.support.fakes import Receiver
 
     with Receiver() as r:
         yield r
@@ -81,7 +90,7 @@ def receiver():
 @pytest.fixture
 def spans():
     """Spans finished during the test, from an in-memory OpenTelemetry SDK."""
-    from tests.spans import Spans, memory_exporter
+    from tests.support.spans import Spans, memory_exporter
 
     return Spans(memory_exporter())
 

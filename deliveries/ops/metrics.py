@@ -159,7 +159,7 @@ def histogram_families(reads: Reads) -> Iterator[Metric]:
 
 
 # Each reads only what Reads holds or a handful of rows of its own: a scrape
-# never reads deliveries, events or attempts (tests/postgres/test_metrics_cost.py).
+# never reads deliveries, events or attempts (tests/deliveries/ops/test_metrics_cost.py).
 FAMILIES: list[Callable[[Reads], Iterable[Metric]]] = [
     counter_families,
     snapshot_families,

@@ -47,7 +47,7 @@ class QuickRows:
 
     Django renders it through the form widget templates, a template render
     per row: a quarter of the delivery list's time in a profile at 1 M rows.
-    The HTML is the same (tests/admin/test_admin_pages.py compares them).
+    The HTML is the same (tests/deliveries/admin/test_admin_pages.py compares them).
     """
 
     def changelist_view(self, request, extra_context=None):

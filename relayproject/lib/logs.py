@@ -5,7 +5,7 @@ Every line carries the ids in play, from two places: `extra={...}` on the call
 of work with `log_context` (and `log_process_bind` for the whole process: a
 dispatcher's worker id). The current span's trace and span ids are added, so a log line finds
 its trace. Callers pass ids only: never payloads, secrets, custom header
-values or receiver bodies (tests/ops/test_logs.py greps a run for them).
+values or receiver bodies (tests/relayproject/lib/test_logs.py greps a run for them).
 
 Portal link tokens are a credential in a URL: `TokenScrubFilter`, on the root
 handler, rewrites `/portal/link/<token>/` in every line (the message, its

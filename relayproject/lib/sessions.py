@@ -57,7 +57,7 @@ class IdleSessionMiddleware:
     """After SessionMiddleware and MessageMiddleware; before anything reads
     `request.user`."""
 
-    # The seam for tests: anything with now() -> datetime (tests.fakes.FakeClock).
+    # The seam for tests: anything with now() -> datetime (tests.support.fakes.FakeClock).
     clock = SystemClock()
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.acceptance.processes import Dispatchers
+from tests.support.processes import Dispatchers
 
 
 @pytest.fixture

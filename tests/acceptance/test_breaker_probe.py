@@ -10,8 +10,8 @@ from django.db import connection, transaction
 
 from endpoints.models import EndpointHealth
 from relayproject.lib.clock import utcnow
-from tests.acceptance.processes import publish_fan_out, wait_until
-from tests.fakes import Received, Reply
+from tests.support.fakes import Received, Reply
+from tests.support.processes import publish_fan_out, wait_until
 
 pytestmark = [
     pytest.mark.postgres,

@@ -18,15 +18,15 @@ import pytest
 from django.db import connection
 
 from deliveries.models import Delivery
-from tests.acceptance.processes import (
+from tests.acceptance.tcp_proxy import TcpProxy
+from tests.support.fakes import Reply
+from tests.support.processes import (
     dispatcher_database_url,
     publish_fan_out,
     received_per_delivery,
     unfinished,
     wait_until,
 )
-from tests.acceptance.tcp_proxy import TcpProxy
-from tests.fakes import Reply
 
 pytestmark = [
     pytest.mark.postgres,

@@ -26,14 +26,14 @@ from django.db.models.functions import Now
 from deliveries.dispatch.heartbeat import RETRY_SECONDS
 from deliveries.models import Attempt, Delivery, DispatcherHeartbeat
 from deliveries.ops import counters
-from tests.acceptance.processes import (
+from tests.acceptance.tcp_proxy import TcpProxy
+from tests.support.fakes import Received, Reply
+from tests.support.processes import (
     dispatcher_database_url,
     publish_fan_out,
     unfinished,
     wait_until,
 )
-from tests.acceptance.tcp_proxy import TcpProxy
-from tests.fakes import Received, Reply
 
 pytestmark = [
     pytest.mark.postgres,

@@ -8,8 +8,8 @@ from collections import Counter
 import pytest
 
 from deliveries.models import Attempt, Delivery
-from tests.acceptance.processes import publish_fan_out, received_per_delivery
-from tests.fakes import Received, Reply
+from tests.support.fakes import Received, Reply
+from tests.support.processes import publish_fan_out, received_per_delivery
 
 pytestmark = [
     pytest.mark.postgres,

@@ -11,9 +11,9 @@ import pytest
 
 from deliveries.models import Attempt, Delivery, DispatcherHeartbeat
 from deliveries.services import EventInput, events_publish
-from tests import factories
-from tests.acceptance.processes import wait_until
-from tests.fakes import Received, Reply
+from tests.support import factories
+from tests.support.fakes import Received, Reply
+from tests.support.processes import wait_until
 
 pytestmark = [
     pytest.mark.postgres,

@@ -9,8 +9,8 @@ import time
 import pytest
 
 from deliveries.models import Attempt, Delivery
-from tests.acceptance.processes import publish_fan_out, received_per_delivery
-from tests.fakes import Reply
+from tests.support.fakes import Reply
+from tests.support.processes import publish_fan_out, received_per_delivery
 
 pytestmark = [
     pytest.mark.postgres,

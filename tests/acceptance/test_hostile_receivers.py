@@ -15,9 +15,9 @@ import pytest
 
 from deliveries.models import Attempt, Delivery
 from deliveries.services import EventInput, events_publish
-from tests import factories
-from tests.acceptance.processes import wait_until
-from tests.hostile import CASES, HostileReceiver
+from tests.support import factories
+from tests.support.hostile import CASES, HostileReceiver
+from tests.support.processes import wait_until
 
 pytestmark = [
     pytest.mark.postgres,

@@ -6,13 +6,13 @@ import pytest
 from django.db.models.functions import Now
 
 from deliveries.models import Attempt, Delivery
-from tests.acceptance.processes import (
+from tests.support.fakes import Reply
+from tests.support.processes import (
     publish_fan_out,
     received_per_delivery,
     unfinished,
     wait_until,
 )
-from tests.fakes import Reply
 
 pytestmark = [
     pytest.mark.postgres,

@@ -8,8 +8,8 @@ import pytest
 from django.db.models.functions import Now
 
 from deliveries.models import Attempt, Delivery
-from tests.acceptance.processes import publish_fan_out, wait_until
-from tests.fakes import Received, Reply
+from tests.support.fakes import Received, Reply
+from tests.support.processes import publish_fan_out, wait_until
 
 pytestmark = [
     pytest.mark.postgres,

@@ -13,8 +13,8 @@ import pytest
 import requests
 
 from endpoints import portal_links
-from tests import factories
-from tests.acceptance.processes import ROOT, child_env, wait_until
+from tests.support import factories
+from tests.support.processes import ROOT, child_env, wait_until
 
 pytestmark = [pytest.mark.postgres, pytest.mark.acceptance]
 

@@ -19,9 +19,9 @@ from deliveries.notifications.operational import operational_merchant
 from deliveries.notifications.step import CHECK_SLOT
 from endpoints.models import Endpoint, Membership
 from relayproject.lib.clock import utcnow
-from tests import factories
-from tests.acceptance.processes import wait_until
 from tests.deliveries.notifications.conftest import failures
+from tests.support import factories
+from tests.support.processes import wait_until
 
 pytestmark = [pytest.mark.postgres, pytest.mark.acceptance]
 

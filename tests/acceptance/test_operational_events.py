@@ -14,9 +14,9 @@ from standardwebhooks.webhooks import Webhook
 from deliveries.models import Delivery
 from deliveries.notifications.services import operational_endpoint_create
 from deliveries.services import EventInput, events_publish
-from tests import factories
-from tests.acceptance.processes import wait_until
-from tests.fakes import Receiver, Reply
+from tests.support import factories
+from tests.support.fakes import Receiver, Reply
+from tests.support.processes import wait_until
 
 pytestmark = [pytest.mark.postgres, pytest.mark.acceptance]
 

@@ -8,9 +8,9 @@ import requests
 
 from deliveries.models import Event
 from endpoints.services import apikey_create
-from tests import factories
-from tests.acceptance.processes import wait_until
 from tests.acceptance.test_web_processes import Web
+from tests.support import factories
+from tests.support.processes import wait_until
 
 pytestmark = [pytest.mark.postgres, pytest.mark.acceptance]
 

@@ -13,15 +13,15 @@ import pytest
 
 from deliveries.models import Attempt, Delivery
 from deliveries.services import EventInput, events_publish
-from tests import factories
-from tests.acceptance.processes import (
+from tests.support import factories
+from tests.support.fakes import Received, Reply
+from tests.support.hostile import HostileReceiver
+from tests.support.processes import (
     publish_fan_out,
     received_per_delivery,
     unfinished,
     wait_until,
 )
-from tests.fakes import Received, Reply
-from tests.hostile import HostileReceiver
 
 pytestmark = [
     pytest.mark.postgres,

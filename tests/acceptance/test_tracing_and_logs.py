@@ -8,9 +8,9 @@ import pytest
 
 from deliveries.models import Event
 from endpoints.models import Endpoint
-from tests import factories
-from tests.api.conftest import api_as
-from tests.otlp_sink import OtlpSink
+from tests.support import factories
+from tests.support.api import api_as
+from tests.support.otlp_sink import OtlpSink
 
 pytestmark = [
     pytest.mark.postgres,

@@ -14,8 +14,8 @@ import requests
 
 from endpoints.models import Endpoint
 from endpoints.services import apikey_create, endpoint_update
-from tests import factories
-from tests.acceptance.processes import ROOT, child_env, wait_until
+from tests.support import factories
+from tests.support.processes import ROOT, child_env, wait_until
 
 pytestmark = [pytest.mark.postgres]
 

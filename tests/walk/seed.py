@@ -20,8 +20,7 @@ from endpoints.models import ApiKey, EndpointHealth, EventType, Membership
 from endpoints.services import endpoint_breaker_open, endpoint_disable
 from relayproject.lib.clock import utcnow
 from relayproject.lib.ids import new_id
-from tests import factories
-from tests.ops import seed
+from tests.support import factories, seed
 
 PASSWORD = "walk-the-pages-password"
 HOST = "http://127.0.0.1:9/hooks.example-merchant-with-a-long-name/webhooks/v2/incoming"

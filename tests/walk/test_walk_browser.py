@@ -19,7 +19,7 @@ from django.test import RequestFactory
 from django.urls import URLPattern, reverse
 
 from relayproject.portal import urls as portal_urls
-from tests.browser import SHOTS, chromium_page, shot
+from tests.support.browser import SHOTS, chromium_page, shot
 from tests.walk import seed
 from tests.walk.checks import OPEN_DETAILS, offences
 
@@ -31,7 +31,7 @@ TIMES: list = []
 # Portal routes that are not pages a person reads, and why.
 NOT_PAGES = {
     "logout": "POST only",
-    "link_open": "redeems a single-use link (tests/portal test it)",
+    "link_open": "redeems a single-use link (tests/endpoints/test_portal_links*.py test it)",
     "theme_css": "a stylesheet",
     "delivery_status": "JSON for the status poll",
     "delivery_body": "the body as a download",

@@ -14,8 +14,8 @@ from deliveries.models import Attempt, Delivery
 from deliveries.services import EventInput, events_publish
 from endpoints.models import EndpointHealth
 from endpoints.services import endpoint_breaker_open
-from tests import factories
-from tests.fakes import Reply
+from tests.support import factories
+from tests.support.fakes import Reply
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.both_backends]
 

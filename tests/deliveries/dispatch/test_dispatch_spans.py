@@ -15,8 +15,8 @@ from deliveries.models import Delivery, Event
 from deliveries.ops.metrics import metrics_text
 from endpoints.models import EndpointHealth
 from relayproject.lib.clock import utcnow
-from tests.api.conftest import api_as
-from tests.fakes import Reply
+from tests.support.api import api_as
+from tests.support.fakes import Reply
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 

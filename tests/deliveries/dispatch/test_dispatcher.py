@@ -12,8 +12,8 @@ from deliveries.dispatch.transport import Sender
 from deliveries.models import Attempt, Delivery
 from deliveries.services import event_publish
 from endpoints.models import EndpointSecret
-from tests import factories
-from tests.fakes import Reply
+from tests.support import factories
+from tests.support.fakes import Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -13,8 +13,8 @@ from deliveries.dispatch.shares import fair_shares, merchant_shares
 from deliveries.models import Delivery
 from deliveries.services import EventInput, events_publish
 from endpoints.models import EndpointHealth
-from tests import factories
-from tests.fakes import FakeClock
+from tests.support import factories
+from tests.support.fakes import FakeClock
 
 LEASE = 30
 

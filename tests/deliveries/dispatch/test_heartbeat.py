@@ -19,9 +19,9 @@ from deliveries.dispatch.maintenance import Maintenance
 from deliveries.models import Delivery, DispatcherHeartbeat
 from deliveries.services import event_publish
 from relayproject.lib.clock import utcnow
-from tests import factories
 from tests.deliveries.dispatch.test_dispatcher import make_dispatcher
-from tests.fakes import Reply
+from tests.support import factories
+from tests.support.fakes import Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -8,9 +8,9 @@ import pytest
 from deliveries.dispatch.lease import default_lease_seconds, start_margin
 from deliveries.models import Attempt, Delivery
 from deliveries.services import event_publish
-from tests import factories
 from tests.deliveries.dispatch.test_dispatcher import make_dispatcher
-from tests.fakes import ScriptedSender
+from tests.support import factories
+from tests.support.fakes import ScriptedSender
 
 
 @pytest.mark.parametrize(

@@ -12,8 +12,8 @@ from deliveries.dispatch.transport import Sender, SendResult
 from deliveries.models import Attempt, Delivery
 from deliveries.services import delivery_replay, event_publish
 from endpoints.models import Endpoint, EndpointHealth
-from tests import factories
-from tests.fakes import FakeClock, Reply, ScriptedSender
+from tests.support import factories
+from tests.support.fakes import FakeClock, Reply, ScriptedSender
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.both_backends]
 

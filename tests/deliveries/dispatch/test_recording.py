@@ -11,8 +11,8 @@ from deliveries.dispatch.transport import SendResult
 from deliveries.models import Attempt, Delivery
 from deliveries.ops import counters
 from deliveries.services import event_publish
-from tests import factories
-from tests.fakes import FakeClock
+from tests.support import factories
+from tests.support.fakes import FakeClock
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.both_backends]
 

@@ -11,8 +11,8 @@ from deliveries.dispatch.dispatcher import Dispatcher
 from deliveries.dispatch.transport import Sender, SendResult
 from deliveries.models import Attempt, Delivery
 from deliveries.services import event_publish
-from tests import factories
-from tests.fakes import FakeClock, ScriptedSender
+from tests.support import factories
+from tests.support.fakes import FakeClock, ScriptedSender
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.both_backends]
 

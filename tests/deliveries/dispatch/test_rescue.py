@@ -16,8 +16,8 @@ from deliveries.ops import counters
 from deliveries.services import event_publish
 from endpoints.models import EndpointHealth
 from relayproject.lib.clock import utcnow
-from tests import factories
 from tests.deliveries.dispatch.test_recovery import sent_for
+from tests.support import factories
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.both_backends]
 

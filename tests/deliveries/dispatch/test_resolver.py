@@ -33,7 +33,7 @@ from tests.endpoints.test_destinations import (
     must_not_resolve,
     resolver,
 )
-from tests.hostile import HostileReceiver
+from tests.support.hostile import HostileReceiver
 
 
 def send(url: str, **options):

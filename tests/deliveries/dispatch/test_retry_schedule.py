@@ -14,9 +14,9 @@ from deliveries.dispatch.transport import Sender
 from deliveries.models import Attempt, Delivery
 from deliveries.services import event_publish
 from endpoints.models import Endpoint, Membership
-from tests import factories
-from tests.fakes import FakeClock, Reply
-from tests.portal.conftest import user_with_role
+from tests.support import factories
+from tests.support.fakes import FakeClock, Reply
+from tests.support.portal import user_with_role
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

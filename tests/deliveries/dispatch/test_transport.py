@@ -11,8 +11,15 @@ import pytest
 
 from deliveries.dispatch.transport import AsyncSender, OutgoingRequest, Sender
 from deliveries.retry import parse_retry_after
-from tests.fakes import Receiver, Reply
-from tests.hostile import CASES, GZIP_BOMB, HTTP_STATUS, HostileReceiver, head, reply
+from tests.support.fakes import Receiver, Reply
+from tests.support.hostile import (
+    CASES,
+    GZIP_BOMB,
+    HTTP_STATUS,
+    HostileReceiver,
+    head,
+    reply,
+)
 
 TIMEOUT = 0.6
 MARGIN = 0.5  # scheduling on a busy 2-core machine; far below any trickle's length

@@ -12,7 +12,7 @@ from deliveries.notifications.models import MaintenanceSlot
 from deliveries.notifications.operational import operational_merchant
 from deliveries.services import event_publish
 from endpoints.models import Endpoint, EndpointHealth
-from tests import factories
+from tests.support import factories
 
 T0 = datetime(2026, 12, 1, 0, 0, tzinfo=UTC)
 

@@ -27,8 +27,8 @@ from deliveries.services import event_publish
 from endpoints.catalogue import catalogue_names, fields_errors, schema_problems
 from endpoints.models import EventType, Membership
 from endpoints.services import endpoint_breaker_open, endpoint_disable
-from tests import factories
 from tests.deliveries.notifications.conftest import T0, attempt, failures, hours, said
+from tests.support import factories
 
 pytestmark = [pytest.mark.django_db]
 

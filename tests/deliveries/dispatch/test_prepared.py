@@ -1,0 +1,65 @@
+"""The dispatcher's hot statements are prepared once per session, on real PostgreSQL."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+
+from deliveries.dispatch import claiming, prepared, session
+from deliveries.dispatch.session import limit_dispatcher_sessions
+from deliveries.services import event_publish
+from relayproject.lib.clock import utcnow
+from tests.support import factories
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+
+def prepared_claims() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s",
+            ["%FOR UPDATE SKIP LOCKED%"],
+        )
+        return cursor.fetchone()[0]
+
+
+def test_a_dispatcher_session_prepares_the_claim_once_it_repeats():
+    endpoint = factories.endpoint()
+    connection.ensure_connection()
+    raw = connection.connection
+    raw.prepare_threshold = prepared.PREPARE_THRESHOLD  # as session.py sets it
+    try:
+        for _ in range(prepared.PREPARE_THRESHOLD + 1):
+            event_publish(merchant=endpoint.merchant, type="a", data={})
+            claim = claiming.claim_batch(
+                worker_id="w", now=utcnow(), lease_seconds=60, limit=5
+            )
+            assert len(claim.delivery_ids) == 1
+        assert prepared_claims() == 1
+    finally:
+        raw.prepare_threshold = None
+
+
+def test_other_sessions_prepare_nothing():
+    endpoint = factories.endpoint()
+    for _ in range(prepared.PREPARE_THRESHOLD + 1):
+        event_publish(merchant=endpoint.merchant, type="a", data={})
+        claiming.claim_batch(worker_id="w", now=utcnow(), lease_seconds=60, limit=5)
+    assert prepared_claims() == 0
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_the_setting_decides_whether_dispatcher_sessions_prepare(
+    settings, monkeypatch, enabled
+):
+    settings.DB_PREPARED_STATEMENTS = enabled
+
+    class NotYetConnected:
+        vendor = "postgresql"
+        connection = None
+        settings_dict = {"OPTIONS": {}}
+
+    unconnected = NotYetConnected()
+    monkeypatch.setattr(session, "connections", {"default": unconnected})
+    limit_dispatcher_sessions()
+    assert ("prepare_threshold" in unconnected.settings_dict["OPTIONS"]) is enabled
