@@ -145,8 +145,10 @@ def seed(rows: int) -> float:
     from django.db import connection
 
     from deliveries.history.partitions import partitions_ensure
+    from endpoints.apikeys import apikey_create
+    from endpoints.health import endpoint_breaker_open
     from endpoints.models import ApiKey, EndpointHealth, Membership, Merchant
-    from endpoints.services import apikey_create, endpoint_breaker_open, endpoint_create
+    from endpoints.services import endpoint_create
 
     started = time.perf_counter()
     call_command("flush", interactive=False, verbosity=0)

@@ -2,7 +2,9 @@ from __future__ import annotations
 
 from django.apps import AppConfig
 from django.contrib.auth.signals import user_logged_in
+from django.core import checks
 
+from endpoints.checks import encryption_keys_check
 from relayproject.lib.sessions import seen_on_login
 
 
@@ -13,3 +15,4 @@ class EndpointsConfig(AppConfig):
     def ready(self) -> None:
         # Admin and portal sign-ins alike: the idle clock starts at sign-in.
         user_logged_in.connect(seen_on_login, dispatch_uid="relay_session_seen")
+        checks.register(encryption_keys_check, checks.Tags.security)

@@ -21,6 +21,7 @@ from django.db import connection
 
 from endpoints.models import Endpoint, Merchant
 from relayproject.lib import rowsql
+from relayproject.lib.ttlcache import TtlCache
 
 MAX_ENTRIES = 10_000  # merchants cached per process; bounds memory
 
@@ -76,14 +77,16 @@ def guard_sql(expected: Mapping[int, str]) -> tuple[str, list]:
 class _Cache:
     """merchant id -> Audience (with its fingerprint), slug -> merchant id.
 
-    Shared by a process's threads (one dict operation each); the Audience
-    objects are read-only. A slug moved to another merchant is caught by the
-    guard, as the slug is part of the merchant's row.
+    No time limit: the guard checks every cached audience when it is used.
+    The Audience objects are read-only. A slug moved to another merchant is
+    caught by the guard, as the slug is part of the merchant's row.
     """
 
     def __init__(self) -> None:
-        self.by_id: dict[int, Audience] = {}
-        self.ids: dict[str, int] = {}
+        self.by_id: TtlCache[int, Audience] = TtlCache(
+            ttl=None, max_entries=MAX_ENTRIES
+        )
+        self.ids: TtlCache[str, int] = TtlCache(ttl=None, max_entries=MAX_ENTRIES)
 
     def get(self, *, slug: str | None = None, merchant_id: int | None = None):
         if slug is not None:
@@ -91,10 +94,8 @@ class _Cache:
         return self.by_id.get(merchant_id) if merchant_id is not None else None
 
     def put(self, audience: Audience) -> None:
-        if len(self.by_id) >= MAX_ENTRIES:
-            self.clear()
-        self.by_id[audience.merchant.pk] = audience
-        self.ids[audience.merchant.slug] = audience.merchant.pk
+        self.by_id.put(audience.merchant.pk, audience)
+        self.ids.put(audience.merchant.slug, audience.merchant.pk)
 
     def clear(self) -> None:
         self.by_id.clear()

@@ -1,7 +1,9 @@
 """Per-endpoint circuit breaker as a pure state machine (contract section 6).
 
-Each function takes a ``Breaker`` and returns a new one; the caller persists
-it and makes "exactly one probe" hold across dispatchers.
+Each function takes a ``Breaker`` and returns a new one: this module says
+what the next state is and touches no database. endpoints/health.py reads
+the health row, asks these rules, writes the answer, and makes "exactly one
+probe" hold across dispatchers (its conditional UPDATEs).
 """
 
 from __future__ import annotations

@@ -13,7 +13,6 @@ within CACHE_SECONDS in every other one.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -27,6 +26,7 @@ from endpoints import schema_checks, schema_safety
 from endpoints.matching import is_valid_event_type
 from endpoints.models import EventType
 from relayproject.lib.jsonlimits import json_depth, json_problems
+from relayproject.lib.ttlcache import TtlCache
 
 MAX_PROBLEMS_PER_EVENT = schema_safety.MAX_ERRORS
 MAX_SCHEMA_DEPTH = 100  # the walks below, and jsonschema's, recurse
@@ -37,24 +37,26 @@ RESERVED_MESSAGE = (
 )
 CACHE_SECONDS = 2.0
 _UNSET = object()
-_cache: dict[str, object] = {"loaded_at": None, "validators": {}}
+# One entry: every type's validator, read together in one query.
+_validators: TtlCache[str, dict[str, object]] = TtlCache(
+    ttl=lambda: CACHE_SECONDS, max_entries=1
+)
 
 
 def cache_clear() -> None:
-    _cache["loaded_at"] = None
+    _validators.clear()
 
 
 def _validators_now() -> dict[str, object]:
     """Compiled validators by type name, read at most every CACHE_SECONDS."""
-    now = time.monotonic()
-    loaded_at = _cache["loaded_at"]
-    if loaded_at is None or now - loaded_at > CACHE_SECONDS:
+    validators = _validators.get("all")
+    if validators is None:
         rows = EventType.objects.filter(schema__isnull=False).values_list(
             "name", "schema"
         )
-        _cache["validators"] = {name: _loaded(schema) for name, schema in rows}
-        _cache["loaded_at"] = now
-    return _cache["validators"]
+        validators = {name: _loaded(schema) for name, schema in rows}
+        _validators.put("all", validators)
+    return validators
 
 
 def _loaded(schema: object) -> object:

@@ -1,7 +1,8 @@
 """Per-endpoint token bucket, pure arithmetic (contract section 6).
 
-The shared database version (one atomic UPDATE across dispatchers) mirrors
-``refill`` and ``take`` exactly; change both together.
+The shared database version (one atomic UPDATE across dispatchers,
+endpoints/health.py's ``endpoint_rate_take``) mirrors ``refill`` and ``take``
+exactly; change both together.
 """
 
 from __future__ import annotations

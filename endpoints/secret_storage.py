@@ -9,7 +9,8 @@ fresh IV: the column cannot be filtered on.
 
 Keys rotate with `cryptography`'s MultiFernet: the first key encrypts, every
 listed key decrypts; after adding a new key first, `manage.py
-reencrypt_secrets` re-encrypts every row with it, and the old key can go.
+reencrypt_secrets` re-encrypts every row with it (endpoints/reencrypt.py),
+and the old key can go. This module knows no model: models import it.
 Custom header values (`EncryptedHeadersField`, `Endpoint.headers`) are kept
 the same way: a header is often a receiver's credential, so the column holds
 each name in clear (the portal shows it) and each value as a Fernet token.
@@ -19,43 +20,38 @@ live secret once per claimed batch (jobs_load), never per request.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 from functools import lru_cache
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
-from django.core.exceptions import ImproperlyConfigured
-from django.db import models, transaction
-
-REENCRYPT_BATCH = 500
+from django.db import models
 
 
 class SecretDecryptionError(RuntimeError):
     """A stored secret did not decrypt with any key in RELAY_ENCRYPTION_KEYS."""
 
 
-def development_key(secret_key: str) -> str:
-    """The key DEBUG runs use when none is set: fixed per SECRET_KEY, never production's."""
-    digest = hashlib.sha256(f"relay-dev-encryption:{secret_key}".encode()).digest()
-    return base64.urlsafe_b64encode(digest).decode("ascii")
+def key_problems(keys: list[str]) -> list[str]:
+    """What is wrong with RELAY_ENCRYPTION_KEYS: none, or a malformed entry.
 
-
-def check_keys(keys: list[str]) -> None:
-    """Refuse to start with no key or a malformed one (settings call this)."""
+    endpoints/checks.py makes each a system check error, so a process with
+    such keys refuses to start (manage.py's commands, the web process).
+    """
     if not keys:
-        raise ImproperlyConfigured(
+        return [
             "Set RELAY_ENCRYPTION_KEYS (comma-separated Fernet keys, the first "
             "encrypts): endpoint signing secrets are encrypted at rest."
-        )
+        ]
+    problems = []
     for index, key in enumerate(keys):
         try:
             Fernet(key)
         except ValueError:
-            raise ImproperlyConfigured(
+            problems.append(
                 f"RELAY_ENCRYPTION_KEYS entry {index + 1} is not a Fernet key "
                 "(32 url-safe base64-encoded bytes)."
-            ) from None
+            )
+    return problems
 
 
 @lru_cache(maxsize=4)
@@ -116,50 +112,3 @@ class EncryptedHeadersField(models.JSONField):
 
     def get_prep_value(self, value):
         return super().get_prep_value(_values(value, encrypt))
-
-
-def headers_reencrypt() -> int:
-    """Re-encrypt every endpoint's header values with the first key; the number
-    of endpoints that have any."""
-    from endpoints.models import Endpoint
-
-    done = 0
-    last_pk = ""
-    while True:
-        with transaction.atomic():
-            rows = list(
-                Endpoint.objects.select_for_update()
-                .filter(pk__gt=last_pk)
-                .order_by("pk")
-                .values_list("pk", "headers")[:REENCRYPT_BATCH]
-            )
-            for pk, plain in rows:
-                if plain:
-                    Endpoint.objects.filter(pk=pk).update(headers=plain)
-                    done += 1
-        if not rows:
-            return done
-        last_pk = rows[-1][0]
-
-
-def secrets_reencrypt() -> int:
-    """Re-encrypt every stored secret with the first key; the number of rows."""
-    from endpoints.models import EndpointSecret
-
-    done = 0
-    last_pk = 0
-    while True:
-        with transaction.atomic():
-            rows = list(
-                EndpointSecret.objects.select_for_update()
-                .filter(pk__gt=last_pk)
-                .order_by("pk")
-                .values_list("pk", "secret")[:REENCRYPT_BATCH]
-            )
-            for pk, plain in rows:
-                # Saving the decrypted value encrypts it with the first key.
-                EndpointSecret.objects.filter(pk=pk).update(secret=plain)
-        if not rows:
-            return done
-        done += len(rows)
-        last_pk = rows[-1][0]

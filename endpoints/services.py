@@ -1,35 +1,29 @@
-"""Writes for merchants, endpoints, secrets and endpoint health."""
+"""Writes for merchants, endpoints and secrets (endpoint health: endpoints.health)."""
 
 from __future__ import annotations
 
-import hashlib
-import secrets
-from collections.abc import Sequence
+import logging
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import connection, transaction
-from django.db.models import F, Q, Value
-from django.db.models.functions import Greatest, Least
-from django.db.models.lookups import GreaterThanOrEqual
+from django.db import transaction
 
-from endpoints import destinations, quotas, ratelimit
+from endpoints import destinations, quotas
 from endpoints.custom_headers import header_errors
 from endpoints.filtering import filter_errors
-from endpoints.keycache import live_keys
+from endpoints.health import endpoint_breaker_reset, health_create
 from endpoints.matching import is_valid_subscription
 from endpoints.models import (
-    ApiKey,
     Endpoint,
-    EndpointHealth,
     EndpointSecret,
     Merchant,
 )
 from endpoints.secrets import generate_secret
-from relayproject.lib import rowsql
 from relayproject.lib.clock import utcnow
 
+logger = logging.getLogger(__name__)
 _UNSET = object()
 MAX_IN_FLIGHT_LIMIT = 1000  # sends at once to one endpoint, across all dispatchers
 
@@ -164,11 +158,7 @@ def endpoint_create(
         EndpointSecret.objects.create(
             endpoint=endpoint, secret=generate_secret(), created_at=now
         )
-        EndpointHealth.objects.create(
-            endpoint=endpoint,
-            failure_threshold=settings.BREAKER_FAILURE_THRESHOLD,
-            cooldown_seconds=settings.BREAKER_COOLDOWN_SECONDS,
-        )
+        health_create(endpoint=endpoint)
     return endpoint
 
 
@@ -245,18 +235,55 @@ _DISABLE_FIELDS = [
 ]
 
 
+def endpoints_disable(
+    *, endpoint_ids: Iterable[str], reason: str, by: str, now: datetime | None = None
+) -> list[str]:
+    """The one way an endpoint is disabled; returns the ids this call disabled.
+
+    by says who: "receiver" (a 410), "auto-disable", "staff:NAME",
+    "merchant:NAME", "api". Pending deliveries stay pending (held) until it is
+    enabled. Conditional on is_active, so a disable by anyone else in between
+    keeps its who and why. Each disable logs one line here; the
+    relay.endpoint.disabled event and email follow from disabled_at
+    (deliveries/notifications/watch.py).
+    """
+    now = now or utcnow()
+    fields = {
+        "is_active": False,
+        "disabled_reason": reason[:300],
+        "disabled_at": now,
+        "disabled_by": by[:200],
+        "updated_at": now,
+    }
+    disabled = []
+    # One conditional UPDATE each (a flush's 410s are a handful at most), so
+    # the count says which of them this call disabled.
+    for endpoint_id in sorted(set(endpoint_ids)):
+        if Endpoint.objects.filter(pk=endpoint_id, is_active=True).update(**fields):
+            disabled.append(endpoint_id)
+            logger.info(
+                "endpoint disabled endpoint=%s by=%s reason=%s",
+                endpoint_id,
+                fields["disabled_by"],
+                fields["disabled_reason"],
+                extra={"endpoint_id": endpoint_id},
+            )
+    return disabled
+
+
 def endpoint_disable(
     *, endpoint: Endpoint, reason: str, by: str = "", now: datetime | None = None
-) -> None:
-    """Stop sending; pending deliveries stay pending (held) until it is enabled.
-
-    by says who: "staff:NAME", "merchant:NAME", "api", "auto-disable".
-    """
+) -> bool:
+    """endpoints_disable for one endpoint, kept up to date; False if it was not active."""
+    now = now or utcnow()
+    if not endpoints_disable(endpoint_ids=[endpoint.pk], reason=reason, by=by, now=now):
+        return False
     endpoint.is_active = False
     endpoint.disabled_reason = reason[:300]
-    endpoint.disabled_at = now or utcnow()
+    endpoint.disabled_at = now
     endpoint.disabled_by = by[:200]
-    endpoint.save(update_fields=_DISABLE_FIELDS)
+    endpoint.updated_at = now
+    return True
 
 
 def endpoint_enable(*, endpoint: Endpoint) -> None:
@@ -275,34 +302,6 @@ def endpoint_auto_disable_exempt(
     """Staff keep an endpoint out of (or put it back into) auto-disable."""
     Endpoint.objects.filter(pk__in=[e.pk for e in endpoints]).update(
         auto_disable_exempt=exempt
-    )
-
-
-def endpoint_breaker_reset(*, endpoint_id: str) -> None:
-    EndpointHealth.objects.filter(endpoint_id=endpoint_id).update(
-        breaker_state=EndpointHealth.State.CLOSED,
-        consecutive_failures=0,
-        cooldown_seconds=settings.BREAKER_COOLDOWN_SECONDS,
-        opened_at=None,
-        next_probe_at=None,
-        probe_delivery_id="",
-        breaker_reason="",
-    )
-
-
-def endpoint_breaker_open(
-    *, endpoint_id: str, reason: str, now: datetime | None = None
-) -> None:
-    """Open the breaker by hand (staff), for one base cooldown."""
-    now = now or utcnow()
-    cooldown = settings.BREAKER_COOLDOWN_SECONDS
-    EndpointHealth.objects.filter(endpoint_id=endpoint_id).update(
-        breaker_state=EndpointHealth.State.OPEN,
-        cooldown_seconds=cooldown,
-        opened_at=now,
-        next_probe_at=now + timedelta(seconds=cooldown),
-        probe_delivery_id="",
-        breaker_reason=reason[:300],
     )
 
 
@@ -329,135 +328,3 @@ def endpoint_rotate_secret(
             endpoint=endpoint, secret=generate_secret(), created_at=now
         )
     return secret, expires
-
-
-def endpoint_rate_take(*, endpoint_id: str, rate: float, now: float) -> float:
-    """Take one token from the endpoint's shared bucket; 0 when granted, else seconds to wait.
-
-    One conditional UPDATE does refill and take together, so dispatchers on
-    any number of hosts share the bucket exactly (the arithmetic mirrors
-    endpoints.ratelimit, which holds the table-tested rules).
-    """
-    cap = ratelimit.capacity(rate)
-    elapsed = Greatest(Value(now) - F("rate_updated_at"), Value(0.0))
-    refilled = Least(Value(cap), F("rate_tokens") + elapsed * Value(rate))
-    granted = (
-        # The condition is in the UPDATE itself (no subquery), so PostgreSQL
-        # re-checks it on the latest row version when two takers collide.
-        EndpointHealth.objects.filter(
-            GreaterThanOrEqual(refilled, Value(1.0)), endpoint_id=endpoint_id
-        ).update(
-            rate_tokens=refilled - Value(1.0),
-            rate_updated_at=Greatest(F("rate_updated_at"), Value(now)),
-        )
-    )
-    if granted:
-        return 0.0
-    row = (
-        EndpointHealth.objects.filter(endpoint_id=endpoint_id)
-        .values("rate_tokens", "rate_updated_at")
-        .first()
-    )
-    if row is None:
-        return 0.0
-    tokens = ratelimit.refill(
-        row["rate_tokens"], row["rate_updated_at"], rate=rate, now=now
-    )
-    return max((1 - tokens) / rate, 0.001)
-
-
-API_KEY_PREFIX = "rk_"
-API_KEY_TOUCH_SECONDS = 60  # last_used_at is a hint, not an audit log
-
-
-def _api_key_hash(raw: str) -> str:
-    return hashlib.sha256(raw.encode()).hexdigest()
-
-
-def apikey_create(
-    *, name: str, merchant: Merchant | None = None, owner_links: bool = True
-) -> tuple[ApiKey, str]:
-    """A new key; the full key is returned once and only its hash is stored.
-
-    owner_links: a scoped key may make owner portal links (the admin passes
-    False unless a superuser makes the key).
-    """
-    prefix = f"{API_KEY_PREFIX}{secrets.token_hex(4)}"
-    full_key = f"{prefix}_{secrets.token_urlsafe(32)}"
-    key = ApiKey(
-        name=name,
-        merchant=merchant,
-        prefix=prefix,
-        key_hash=_api_key_hash(full_key),
-        owner_links=owner_links,
-    )
-    key.full_clean()
-    key.save()
-    return key, full_key
-
-
-def apikey_authenticate(raw: str, *, now: datetime | None = None) -> ApiKey | None:
-    """The live key for raw, or None; records use at most once a minute.
-
-    Served from the process's key cache (`endpoints.keycache`) when it was
-    read less than API_KEY_CACHE_SECONDS ago; else one round trip reads it.
-    """
-    if not raw.startswith(API_KEY_PREFIX) or len(raw) > 200:
-        return None
-    now = now or utcnow()
-    key_hash = _api_key_hash(raw)
-    key = live_keys.get(key_hash, now=now)
-    if key is None:
-        key = _apikey_read(key_hash, now=now)
-        if key is not None:
-            live_keys.put(key_hash, key, now=now)
-    return key
-
-
-def _apikey_read(key_hash: str, *, now: datetime) -> ApiKey | None:
-    """The live key with its merchant, marking it used if it was not lately."""
-    stale = now - timedelta(seconds=API_KEY_TOUCH_SECONDS)
-    if connection.vendor != "postgresql":
-        key = (
-            ApiKey.objects.select_related("merchant")
-            .filter(key_hash=key_hash, revoked_at__isnull=True)
-            .first()
-        )
-        if key is not None and (key.last_used_at is None or key.last_used_at < stale):
-            # Conditional, so a burst of requests writes the row once.
-            ApiKey.objects.filter(pk=key.pk).filter(
-                Q(last_used_at__isnull=True) | Q(last_used_at__lt=stale)
-            ).update(last_used_at=now)
-            key.last_used_at = now
-        return key
-    # The same in one statement: read, conditionally touch, join the merchant.
-    sql = (
-        f"WITH k AS (SELECT {rowsql.columns(ApiKey, 'a')} FROM endpoints_apikey a "
-        "WHERE a.key_hash = %s AND a.revoked_at IS NULL), "
-        "t AS (UPDATE endpoints_apikey a SET last_used_at = %s FROM k "
-        "WHERE a.id = k.id AND (a.last_used_at IS NULL OR a.last_used_at < %s) "
-        "RETURNING a.id) "
-        f"SELECT {rowsql.columns(ApiKey, 'k')}, {rowsql.columns(Merchant, 'm')}, "
-        "(SELECT count(*) FROM t) FROM k "
-        "LEFT JOIN endpoints_merchant m ON m.id = k.merchant_id"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [key_hash, now, stale])
-        row = cursor.fetchone()
-    if row is None:
-        return None
-    width = len(ApiKey._meta.concrete_fields)
-    key = rowsql.from_row(ApiKey, row[:width])
-    if key.merchant_id is not None:
-        key.merchant = rowsql.from_row(Merchant, row[width:-1])
-    if row[-1]:
-        key.last_used_at = now
-    return key
-
-
-def apikey_revoke(*, key: ApiKey, now: datetime | None = None) -> None:
-    """Revoked at once in this process, within API_KEY_CACHE_SECONDS in others."""
-    if key.revoked_at is None:
-        key.revoked_at = now or utcnow()
-        key.save(update_fields=["revoked_at"])
-    live_keys.forget(key.key_hash)

@@ -16,8 +16,7 @@ import environ
 from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
-from endpoints.secret_storage import check_keys as check_encryption_keys
-from endpoints.secret_storage import development_key
+from relayproject.lib.devkeys import development_key
 from relayproject.lib.logs import logging_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -322,11 +321,11 @@ RELAY_ALLOW_PRIVATE_DESTINATIONS = env.bool(
     "RELAY_ALLOW_PRIVATE_DESTINATIONS", default=False
 )
 # Fernet keys for signing secrets at rest (endpoints/secret_storage.py): the
-# first encrypts, all decrypt. Production refuses to start without one.
+# first encrypts, all decrypt. Production refuses to start without one (a
+# system check, endpoints/checks.py).
 RELAY_ENCRYPTION_KEYS = env.list("RELAY_ENCRYPTION_KEYS", default=[])
 if not RELAY_ENCRYPTION_KEYS and DEBUG:
     RELAY_ENCRYPTION_KEYS = [development_key(SECRET_KEY)]
-check_encryption_keys(RELAY_ENCRYPTION_KEYS)
 # The demo receiver (relayproject/demo.py) answers only with DEBUG or this.
 RELAY_DEMO = env.bool("RELAY_DEMO", default=False)
 # The merchant portal as a platform hands it to its customers (README).

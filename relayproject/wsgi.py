@@ -1,10 +1,24 @@
-"""WSGI entry point: `gunicorn relayproject.wsgi`."""
+"""WSGI entry point: `gunicorn relayproject.wsgi`.
+
+gunicorn runs no system checks, so the security ones run here: the web
+process refuses to start with a bad RELAY_ENCRYPTION_KEYS, as manage.py's
+commands do (endpoints/checks.py).
+"""
 
 from __future__ import annotations
 
 import os
 
+from django.core import checks
+from django.core.management.base import SystemCheckError
 from django.core.wsgi import get_wsgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "relayproject.settings")
 application = get_wsgi_application()
+_refusals = [
+    f"{e.id}: {e.msg}"
+    for e in checks.run_checks(tags=[checks.Tags.security])
+    if e.is_serious()
+]
+if _refusals:
+    raise SystemCheckError("\n".join(_refusals))

@@ -69,8 +69,8 @@ def _allow_loopback(settings):
 def _fresh_key_cache():
     # Each test's keys and audiences are read from its own database, not a
     # previous test's (so its query counts do not depend on the order).
+    from endpoints.apikeys import live_keys
     from endpoints.audiences import cache
-    from endpoints.keycache import live_keys
 
     live_keys.clear()
     cache.clear()

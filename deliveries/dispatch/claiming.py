@@ -26,7 +26,7 @@ from deliveries.dispatch.due import (
 )
 from deliveries.dispatch.shares import merchant_shares
 from deliveries.models import Attempt, Delivery, ErrorKind
-from endpoints.models import EndpointHealth
+from endpoints import health
 
 logger = logging.getLogger(__name__)
 
@@ -174,25 +174,10 @@ def claim_probes(*, worker_id: str, now: datetime, lease_seconds: float) -> Clai
     the probe's lease has run out (next_probe_at is set to it).
     """
     claim = Claim(lease_until=now + timedelta(seconds=lease_seconds))
-    due = EndpointHealth.objects.filter(
-        breaker_state__in=[EndpointHealth.State.OPEN, EndpointHealth.State.HALF_OPEN],
-        next_probe_at__lte=now,
-        endpoint__is_active=True,
-    ).values_list(
-        "endpoint_id", "endpoint__merchant_id", "endpoint__merchant__max_in_flight"
-    )
-    for endpoint_id, merchant_id, merchant_cap in list(due):
+    for endpoint_id, merchant_id, merchant_cap in health.probes_due(now=now):
         with transaction.atomic():
-            won = EndpointHealth.objects.filter(
-                endpoint_id=endpoint_id,
-                breaker_state__in=[
-                    EndpointHealth.State.OPEN,
-                    EndpointHealth.State.HALF_OPEN,
-                ],
-                next_probe_at__lte=now,
-            ).update(
-                breaker_state=EndpointHealth.State.HALF_OPEN,
-                next_probe_at=claim.lease_until,
+            won = health.probe_win(
+                endpoint_id=endpoint_id, now=now, lease_until=claim.lease_until
             )
             if not won:
                 continue
@@ -217,16 +202,9 @@ def claim_probes(*, worker_id: str, now: datetime, lease_seconds: float) -> Clai
             taken = _take(rows, claim=claim, worker_id=worker_id, now=now)
             if taken:
                 claim.probe_ids.add(taken[0])
-                EndpointHealth.objects.filter(endpoint_id=endpoint_id).update(
-                    probe_delivery_id=taken[0]
-                )
+                health.probe_taken(endpoint_id=endpoint_id, delivery_id=taken[0])
             else:
-                # Nothing due to probe with: stay open and look again next time.
-                EndpointHealth.objects.filter(endpoint_id=endpoint_id).update(
-                    breaker_state=EndpointHealth.State.OPEN,
-                    next_probe_at=now,
-                    probe_delivery_id="",
-                )
+                health.probe_none_due(endpoint_id=endpoint_id, now=now)
     log_claim(claim)
     return claim
 
@@ -345,12 +323,3 @@ def release(
             claimed_by=worker_id,
             claimed_until=lease_until,
         ).update(**Delivery.back_to_pending(due_at=due_at))
-
-
-def probe_abandon(*, endpoint_id: str, now: datetime) -> None:
-    """A probe that was never sent: the breaker goes back to open, due at once."""
-    EndpointHealth.objects.filter(
-        endpoint_id=endpoint_id, breaker_state=EndpointHealth.State.HALF_OPEN
-    ).update(
-        breaker_state=EndpointHealth.State.OPEN, next_probe_at=now, probe_delivery_id=""
-    )

@@ -29,7 +29,7 @@ from deliveries.dispatch.jobs import Job, jobs_load
 from deliveries.dispatch.returns import DB_BACKOFF_SECONDS, DB_ERRORS, Returns, Stats
 from deliveries.dispatch.sendloop import Capacity, Finished, SendLoop, Stopped
 from deliveries.ops import counters
-from endpoints.services import endpoint_rate_take
+from endpoints.health import endpoint_rate_take
 from relayproject.lib.clock import SystemClock
 
 logger = logging.getLogger(__name__)

@@ -10,12 +10,11 @@ from __future__ import annotations
 import logging
 import random
 from collections import Counter as Tally
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
 
 from deliveries import retry
 from deliveries.dispatch import prepared
@@ -24,11 +23,11 @@ from deliveries.models import Attempt, Delivery, ErrorKind
 from deliveries.ops import counters
 from deliveries.publish.sanitize import storable_text
 from deliveries.retry import is_success
-from endpoints import breaker
-from endpoints.models import Endpoint, EndpointHealth
-from relayproject.lib.tracing import span_event
+from endpoints import health
+from endpoints.services import endpoints_disable
 
 logger = logging.getLogger(__name__)
+GONE_BY = "receiver"  # who disabled an endpoint that answered 410
 
 
 @dataclass(frozen=True)
@@ -60,9 +59,6 @@ class Recorded:
     closed: set[str] = field(default_factory=set)
 
 
-SUCCESS_MARK_SECONDS = 1.0  # last_success_at of a healthy endpoint, at most this often
-
-
 def outcomes_record(
     *, sent: list[Sent], worker_id: str, now: datetime, rand: random.Random
 ) -> Recorded:
@@ -72,7 +68,9 @@ def outcomes_record(
         return recorded
     verdicts = {item.delivery_id: _verdict(item) for item in sent}
     with transaction.atomic():
-        healths = _health_rows_locked(_endpoints_to_lock(sent))
+        healths = health.health_rows_locked(
+            health.rows_to_lock(_health_outcome(item) for item in sent)
+        )
         attempts: list[Attempt] = []
         gone: set[str] = set()
         updated = _update_deliveries(
@@ -88,29 +86,25 @@ def outcomes_record(
                 recorded.fenced.append(item.delivery_id)
                 continue
             attempts.append(_attempt_row(item, verdict, worker_id=worker_id))
-            health = healths.get(item.endpoint_id)
-            if health is not None:
-                _apply_breaker(health, item, now=now)
+            row = healths.get(item.endpoint_id)
+            if row is not None:
+                health.outcome_apply(row, _health_outcome(item), now=now)
             else:
                 healthy_successes.add(item.endpoint_id)
             if verdict == retry.Verdict.GONE:
                 gone.add(item.endpoint_id)
             _count(recorded.tally, item, verdict)
         Attempt.objects.bulk_create(attempts)
-        for health in healths.values():
-            health.save(update_fields=_HEALTH_FIELDS)
-            if health.breaker_state != EndpointHealth.State.CLOSED:
-                recorded.opened[health.pk] = health.next_probe_at or now
-            else:
-                recorded.closed.add(health.pk)
-        _mark_successes(healthy_successes, now=now)
-        if gone:
-            Endpoint.objects.filter(pk__in=gone, is_active=True).update(
-                is_active=False,
-                disabled_reason="the receiver answered 410 Gone",
-                disabled_at=now,
-                disabled_by="receiver",
-            )
+        recorded.opened, recorded.closed = health.health_rows_save(
+            healths.values(), now=now
+        )
+        health.successes_mark(healthy_successes, now=now)
+        endpoints_disable(
+            endpoint_ids=gone,
+            reason="the receiver answered 410 Gone",
+            by=GONE_BY,
+            now=now,
+        )
         counters.counters_add(shard=worker_id, tally=recorded.tally)
     for item in sent:
         if item.delivery_id in recorded.fenced:
@@ -123,66 +117,13 @@ def outcomes_record(
     return recorded
 
 
-def _endpoints_to_lock(sent: list[Sent]) -> list[str]:
-    """Endpoints whose health row this flush must lock and rewrite, in key order.
-
-    A success on an endpoint whose breaker is closed with no failures counted
-    changes nothing but last_success_at, so that row is read, not locked: hot
-    endpoints do not serialise the dispatchers recording for them. Failures,
-    probes and any breaker not at rest take the lock (the counters stay exact).
-    """
-    endpoint_ids = {s.endpoint_id for s in sent}
-    eventful = {
-        s.endpoint_id
-        for s in sent
-        if s.is_probe or not is_success(s.result.status_code)
-    }
-    at_rest = set(
-        EndpointHealth.objects.filter(
-            pk__in=endpoint_ids - eventful,
-            breaker_state=EndpointHealth.State.CLOSED,
-            consecutive_failures=0,
-        ).values_list("pk", flat=True)
+def _health_outcome(item: Sent) -> health.Outcome:
+    return health.Outcome(
+        endpoint_id=item.endpoint_id,
+        succeeded=is_success(item.result.status_code),
+        is_probe=item.is_probe,
+        error=_error_text(item.result),
     )
-    # Primary-key order, so two dispatchers locking the same rows cannot deadlock.
-    return sorted(endpoint_ids - at_rest)
-
-
-def _mark_successes(endpoint_ids: set[str], *, now: datetime) -> None:
-    """last_success_at of endpoints at rest, only where it is over a second old:
-    the condition keeps a hot endpoint's row from being rewritten per flush."""
-    if endpoint_ids:
-        EndpointHealth.objects.filter(pk__in=endpoint_ids).filter(
-            Q(last_success_at__isnull=True)
-            | Q(last_success_at__lt=now - timedelta(seconds=SUCCESS_MARK_SECONDS))
-        ).update(last_success_at=now)
-
-
-def _health_rows_locked(endpoint_ids: list[str]) -> dict[str, EndpointHealth]:
-    """Lock the health rows, creating any that endpoints made outside the services lack."""
-
-    def lock(ids: list[str]) -> dict[str, EndpointHealth]:
-        rows = (
-            EndpointHealth.objects.select_for_update().filter(pk__in=ids).order_by("pk")
-        )
-        return {h.pk: h for h in rows}
-
-    healths = lock(endpoint_ids)
-    missing = [e for e in endpoint_ids if e not in healths]
-    if missing:
-        EndpointHealth.objects.bulk_create(
-            [
-                EndpointHealth(
-                    endpoint_id=e,
-                    failure_threshold=settings.BREAKER_FAILURE_THRESHOLD,
-                    cooldown_seconds=settings.BREAKER_COOLDOWN_SECONDS,
-                )
-                for e in missing
-            ],
-            ignore_conflicts=True,
-        )
-        healths.update(lock(missing))
-    return healths
 
 
 def _verdict(item: Sent) -> retry.Verdict:
@@ -354,86 +295,6 @@ def _status_kind(item: Sent, verdict: retry.Verdict) -> str:
     if item.result.status_code in item.permanent_statuses:
         return ErrorKind.PERMANENT_STATUS
     return ErrorKind.HTTP_STATUS
-
-
-_HEALTH_FIELDS = [
-    "breaker_state",
-    "failure_threshold",
-    "consecutive_failures",
-    "cooldown_seconds",
-    "opened_at",
-    "next_probe_at",
-    "probe_delivery_id",
-    "breaker_reason",
-    "last_success_at",
-    "last_failure_at",
-]
-
-
-def _apply_breaker(health: EndpointHealth, item: Sent, *, now: datetime) -> None:
-    """Move the breaker (pure rules in endpoints.breaker) and copy it back."""
-    succeeded = is_success(item.result.status_code)
-    state = breaker.Breaker(
-        state=health.breaker_state,
-        consecutive_failures=health.consecutive_failures,
-        cooldown_seconds=health.cooldown_seconds,
-        opened_at=health.opened_at,
-        next_probe_at=health.next_probe_at,
-        reason=health.breaker_reason,
-    )
-    # The setting as it is now, halved for a very slow endpoint (contract 6);
-    # stored so that what the admin shows is what was applied.
-    health.failure_threshold = breaker.effective_threshold(
-        base_threshold=settings.BREAKER_FAILURE_THRESHOLD,
-        p95_ms=health.p95_ms,
-        samples=health.sample_count,
-    )
-    probing = health.breaker_state == EndpointHealth.State.HALF_OPEN
-    if succeeded:
-        health.last_success_at = now
-        # Once open, only the probe closes it: a late success of a send made
-        # before it opened does not cut the cooldown short.
-        if health.breaker_state == EndpointHealth.State.CLOSED or item.is_probe:
-            state = breaker.after_success(
-                state, now=now, base_cooldown=settings.BREAKER_COOLDOWN_SECONDS
-            )
-    else:
-        health.last_failure_at = now
-        if probing and not item.is_probe:
-            # A late result of a send from before the breaker opened: it counts,
-            # but only the probe decides what happens to a half-open breaker.
-            state = replace(state, consecutive_failures=state.consecutive_failures + 1)
-        else:
-            state = breaker.after_failure(
-                state,
-                now=now,
-                threshold=health.failure_threshold,  # as set just above
-                base_cooldown=settings.BREAKER_COOLDOWN_SECONDS,
-                max_cooldown=settings.BREAKER_MAX_COOLDOWN_SECONDS,
-                error=_error_text(item.result),
-            )
-    _trace_breaker(health, state)
-    if item.is_probe or state.state != EndpointHealth.State.HALF_OPEN:
-        health.probe_delivery_id = ""
-    health.breaker_state = state.state
-    health.consecutive_failures = state.consecutive_failures
-    health.cooldown_seconds = state.cooldown_seconds
-    health.opened_at = state.opened_at
-    health.next_probe_at = state.next_probe_at
-    health.breaker_reason = state.reason[:300]
-
-
-def _trace_breaker(health: EndpointHealth, state: breaker.Breaker) -> None:
-    """A span event on the flush's relay.record span when the breaker moves."""
-    was_open = health.breaker_state != EndpointHealth.State.CLOSED
-    is_open = state.state != EndpointHealth.State.CLOSED
-    if was_open == is_open:
-        return
-    attributes = {"relay.endpoint_id": health.pk, "relay.breaker_state": state.state}
-    if is_open:
-        attributes["relay.breaker_reason"] = state.reason[:300]
-        attributes["relay.cooldown_seconds"] = state.cooldown_seconds
-    span_event("breaker.opened" if is_open else "breaker.closed", attributes)
 
 
 def _error_text(result: SendResult) -> str:

@@ -23,6 +23,7 @@ from django.db import InterfaceError, InternalError, OperationalError
 from deliveries.dispatch import claiming, outcomes
 from deliveries.dispatch.transport import SendResult
 from deliveries.models import ErrorKind
+from endpoints import health
 
 logger = logging.getLogger(__name__)
 
@@ -103,7 +104,7 @@ def _record_anyhow(
         due_at=due_at,
     )
     if item.is_probe:
-        claiming.probe_abandon(endpoint_id=item.endpoint_id, now=now)
+        health.probe_abandon(endpoint_id=item.endpoint_id, now=now)
     logger.error(
         "delivery=%s: no outcome could be stored (%s); released until %s "
         "without spending an attempt",

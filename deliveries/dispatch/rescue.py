@@ -37,7 +37,7 @@ from django.db.models.functions import Now
 from deliveries.models import Delivery, DispatcherHeartbeat
 from deliveries.ops import counters
 from deliveries.publish.outbox import notify_dispatchers
-from endpoints.models import EndpointHealth
+from endpoints import health
 
 logger = logging.getLogger(__name__)
 
@@ -113,11 +113,7 @@ def _release(rows, *, lease_end) -> int:
     Delivery.objects.filter(pk__in=ids).update(
         claimed_until=lease_end, next_attempt_at=lease_end
     )
-    # A half-open breaker waiting for a probe the dead one held is due a new
-    # probe now, not when that lease would have ended.
-    EndpointHealth.objects.filter(
-        probe_delivery_id__in=ids, breaker_state=EndpointHealth.State.HALF_OPEN
-    ).update(next_probe_at=Now())
+    health.probes_of_released(ids)
     return len(ids)
 
 

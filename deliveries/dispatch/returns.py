@@ -20,6 +20,7 @@ from deliveries.dispatch.jobs import Job
 from deliveries.dispatch.sendloop import Finished
 from deliveries.ops import counters
 from deliveries.retry import is_success
+from endpoints import health
 
 logger = logging.getLogger(__name__)
 
@@ -143,7 +144,7 @@ class Returns:
             # another dispatcher's probe.
             if self._release_rows([job], lease_until=job.lease_until, due_at=due_at):
                 self._with_db_retry(
-                    lambda job=job: claiming.probe_abandon(
+                    lambda job=job: health.probe_abandon(
                         endpoint_id=job.endpoint_id, now=self.clock.now()
                     )
                 )

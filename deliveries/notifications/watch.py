@@ -28,6 +28,7 @@ from deliveries.notifications.operational import (
     ts,
 )
 from endpoints.models import Endpoint, EndpointHealth
+from endpoints.services import endpoint_disable
 
 AUTO_DISABLE_BY = "auto-disable"
 
@@ -246,16 +247,9 @@ def _failing(
             f"and {episode.failures} failed attempts"
         )
         # Conditional, so a disable by anyone else in between is not overwritten.
-        if Endpoint.objects.filter(pk=endpoint.pk, is_active=True).update(
-            is_active=False,
-            disabled_reason=reason[:300],
-            disabled_at=now,
-            disabled_by=AUTO_DISABLE_BY,
+        if endpoint_disable(
+            endpoint=endpoint, reason=reason, by=AUTO_DISABLE_BY, now=now
         ):
-            endpoint.is_active = False
-            endpoint.disabled_reason = reason[:300]
-            endpoint.disabled_at = now
-            endpoint.disabled_by = AUTO_DISABLE_BY
             report.disabled.append(endpoint.pk)
             return []  # "disabled" says it all; a warning now would be noise
     return said

@@ -10,11 +10,10 @@ from collections import defaultdict
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection
 
 from deliveries.models import Attempt
-from endpoints import breaker
-from endpoints.models import EndpointHealth
+from endpoints import breaker, health
 
 WINDOW = timedelta(hours=24)
 QUANTILES = (0.5, 0.95, 0.99)
@@ -30,28 +29,6 @@ FROM deliveries_attempt
 WHERE started_at >= %s AND response_ms IS NOT NULL
 GROUP BY endpoint_id
 """
-
-# Every health row in one statement: bulk_update's CASE per row and field
-# cost more Python than the statistics cost SQL (50 endpoints, 8 fields).
-_PG_UPDATE = """
-UPDATE endpoints_endpointhealth h
-SET p50_ms = v.p50, p95_ms = v.p95, p99_ms = v.p99, sample_count = v.n,
-    success_rate = v.rate, is_slow = v.slow, failure_threshold = v.threshold,
-    stats_refreshed_at = %s
-FROM unnest(%s::text[], %s::float8[], %s::float8[], %s::float8[], %s::int[],
-            %s::float8[], %s::bool[], %s::int[])
-     AS v(id, p50, p95, p99, n, rate, slow, threshold)
-WHERE h.endpoint_id = v.id
-"""
-STAT_FIELDS = (
-    "p50_ms",
-    "p95_ms",
-    "p99_ms",
-    "sample_count",
-    "success_rate",
-    "is_slow",
-    "failure_threshold",
-)
 
 
 def percentile_cont(sorted_values: list[float], q: float) -> float:
@@ -105,30 +82,11 @@ def endpoint_stats_refresh(*, now: datetime) -> int:
     latency = endpoint_latency(since=now - WINDOW)
     base = settings.BREAKER_FAILURE_THRESHOLD
     rows = []
-    for pk in EndpointHealth.objects.values_list("pk", flat=True):
+    for pk in health.stats_endpoint_ids():
         p50, p95, p99, count, rate = latency.get(pk, (None, None, None, 0, None))
         slow = breaker.is_slow(p95_ms=p95, samples=count)
         threshold = breaker.effective_threshold(
             base_threshold=base, p95_ms=p95, samples=count
         )
         rows.append((pk, p50, p95, p99, count, rate, slow, threshold))
-    if not rows:
-        return 0
-    if connection.vendor == "postgresql":
-        columns = [list(column) for column in zip(*rows, strict=True)]
-        with connection.cursor() as cursor:
-            cursor.execute(_PG_UPDATE, [now, *columns])
-        return len(rows)
-    healths = [
-        EndpointHealth(
-            endpoint_id=pk,
-            stats_refreshed_at=now,
-            **dict(zip(STAT_FIELDS, values, strict=True)),
-        )
-        for pk, *values in rows
-    ]
-    with transaction.atomic():
-        EndpointHealth.objects.bulk_update(
-            healths, [*STAT_FIELDS, "stats_refreshed_at"], batch_size=500
-        )
-    return len(healths)
+    return health.stats_write(rows, now=now)

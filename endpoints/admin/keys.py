@@ -19,8 +19,8 @@ from django.template.response import TemplateResponse
 from django.utils.cache import add_never_cache_headers
 
 from endpoints.admin.present import QuickRows
+from endpoints.apikeys import apikey_create, apikey_revoke
 from endpoints.models import ApiKey
-from endpoints.services import apikey_create, apikey_revoke
 
 logger = logging.getLogger(__name__)
 

@@ -30,6 +30,7 @@ from endpoints.admin.present import (
 from endpoints.catalogue import fields_errors as catalogue_field_errors
 from endpoints.catalogue import is_reserved as catalogue_is_reserved
 from endpoints.catalogue import merchant_types
+from endpoints.health import endpoint_breaker_open, endpoint_breaker_reset
 from endpoints.models import (
     Endpoint,
     EndpointHealth,
@@ -40,8 +41,6 @@ from endpoints.models import (
 from endpoints.quotas import quotas_in_force
 from endpoints.services import (
     endpoint_auto_disable_exempt,
-    endpoint_breaker_open,
-    endpoint_breaker_reset,
     endpoint_disable,
     endpoint_enable,
 )

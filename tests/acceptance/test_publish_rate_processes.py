@@ -7,7 +7,7 @@ import pytest
 import requests
 
 from deliveries.models import Event
-from endpoints.services import apikey_create
+from endpoints.apikeys import apikey_create
 from tests.acceptance.test_web_processes import Web
 from tests.support import factories
 from tests.support.processes import wait_until

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 import requests
 
+from endpoints.apikeys import apikey_create
 from endpoints.models import Endpoint
-from endpoints.services import apikey_create, endpoint_update
+from endpoints.services import endpoint_update
 from tests.support import factories
 from tests.support.processes import ROOT, child_env, wait_until
 

@@ -8,8 +8,8 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
+from endpoints.apikeys import apikey_authenticate, apikey_create, apikey_revoke
 from endpoints.models import ApiKey
-from endpoints.services import apikey_authenticate, apikey_create, apikey_revoke
 from relayproject.lib.clock import utcnow
 
 pytestmark = pytest.mark.django_db

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from deliveries.services import event_publish
+from endpoints.apikeys import apikey_create, apikey_revoke
 from endpoints.models import ApiKey
-from endpoints.services import apikey_create, apikey_revoke
 from tests.support import factories
 from tests.support.api import Api, assert_problem, row_counts
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from endpoints.services import apikey_create
+from endpoints.apikeys import apikey_create
 from tests.support import factories
 
 

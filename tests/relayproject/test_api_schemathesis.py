@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import response_schema_conformance
 
-from endpoints.services import apikey_create
+from endpoints.apikeys import apikey_create
 from tests.support import factories
 
 schema = schemathesis.openapi.from_wsgi("/api/v1/openapi.json", get_wsgi_application())

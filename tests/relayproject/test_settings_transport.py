@@ -30,8 +30,12 @@ def production_env(tmp_path, **extra: str) -> dict[str, str]:
 
 
 def manage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return run_python("manage.py", *args, env=env)
+
+
+def run_python(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "manage.py", *args],
+        [sys.executable, *args],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -71,7 +75,39 @@ def test_production_refuses_to_start_without_an_encryption_key(tmp_path):
 def test_a_malformed_encryption_key_is_refused_at_start(tmp_path):
     done = manage("check", env=production_env(tmp_path, RELAY_ENCRYPTION_KEYS="abc"))
     assert done.returncode != 0
-    assert "is not a Fernet key" in done.stderr
+    assert "endpoints.E002" in done.stderr and "is not a Fernet key" in done.stderr
+
+
+def test_the_key_check_is_a_security_check_that_check_deploy_reports(tmp_path):
+    env = production_env(tmp_path, RELAY_ENCRYPTION_KEYS="")
+    done = manage("check", "--deploy", "--tag", "security", env=env)
+    assert done.returncode != 0
+    assert (
+        "endpoints.E001" in done.stderr and "Set RELAY_ENCRYPTION_KEYS" in done.stderr
+    )
+
+
+def test_the_web_process_refuses_a_bad_key_though_gunicorn_runs_no_checks(tmp_path):
+    # What gunicorn does at start: import the WSGI application.
+    load = "import relayproject.wsgi; print('loaded')"
+    good = run_python("-c", load, env=production_env(tmp_path))
+    assert good.returncode == 0 and "loaded" in good.stdout, good.stderr
+    bad = run_python(
+        "-c", load, env=production_env(tmp_path, RELAY_ENCRYPTION_KEYS="abc")
+    )
+    assert bad.returncode != 0 and "loaded" not in bad.stdout
+    assert "endpoints.E002" in bad.stderr
+
+
+def test_the_dispatcher_refuses_a_bad_key(tmp_path):
+    env = production_env(tmp_path)
+    del env["RELAY_ENCRYPTION_KEYS"]
+    # Were the check skipped, the dispatcher would run until the timeout.
+    done = manage("run_dispatcher", env=env)
+    assert done.returncode != 0
+    assert (
+        "endpoints.E001" in done.stderr and "Set RELAY_ENCRYPTION_KEYS" in done.stderr
+    )
 
 
 @pytest.fixture

@@ -11,8 +11,8 @@ import pytest
 from django.apps import apps
 from django.test import Client
 
+from endpoints.apikeys import apikey_create
 from endpoints.models import Merchant
-from endpoints.services import apikey_create
 from tests.support import factories
 
 PROBLEM = "application/problem+json"

@@ -16,8 +16,9 @@ from django.contrib.auth.models import User
 from deliveries.dispatch.heartbeat import heartbeat_touch
 from deliveries.models import Delivery, Event
 from deliveries.notifications.services import notification_settings_update
+from endpoints.health import endpoint_breaker_open
 from endpoints.models import ApiKey, EndpointHealth, EventType, Membership
-from endpoints.services import endpoint_breaker_open, endpoint_disable
+from endpoints.services import endpoint_disable
 from relayproject.lib.clock import utcnow
 from relayproject.lib.ids import new_id
 from tests.support import factories, seed

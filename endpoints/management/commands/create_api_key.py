@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
+from endpoints.apikeys import apikey_create
 from endpoints.models import Merchant
-from endpoints.services import apikey_create
 
 
 class Command(BaseCommand):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand
 
-from endpoints.secret_storage import headers_reencrypt, secrets_reencrypt
+from endpoints.reencrypt import headers_reencrypt, secrets_reencrypt
 
 
 class Command(BaseCommand):

@@ -5,8 +5,9 @@ from __future__ import annotations
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
+from endpoints.apikeys import apikey_create
 from endpoints.models import Membership, Merchant
-from endpoints.services import apikey_create, endpoint_create
+from endpoints.services import endpoint_create
 from relayproject.demo import demo_endpoint_url
 
 STAFF = ("admin", "admin-demo-password")

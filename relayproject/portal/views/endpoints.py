@@ -297,7 +297,9 @@ def endpoint_toggle(request: HttpRequest, access: Access) -> HttpResponse:
     endpoint = access.endpoint
     if endpoint.is_active:
         services.endpoint_disable(
-            endpoint=endpoint, reason=f"disabled in the portal by {request.user}"
+            endpoint=endpoint,
+            reason=f"disabled in the portal by {request.user}",
+            by=f"merchant:{request.user}",
         )
         messages.success(request, "Endpoint disabled: nothing is sent to it.")
     else:

@@ -9,8 +9,10 @@ import pytest
 from django.contrib.auth.models import User
 
 from deliveries.dispatch.heartbeat import heartbeat_touch
+from endpoints.apikeys import apikey_revoke
+from endpoints.health import endpoint_breaker_open
 from endpoints.models import ApiKey, EndpointHealth
-from endpoints.services import apikey_revoke, endpoint_breaker_open, endpoint_disable
+from endpoints.services import endpoint_disable
 from relayproject.lib.clock import utcnow
 from tests.support import factories, seed
 from tests.support.browser import chromium_page, shot

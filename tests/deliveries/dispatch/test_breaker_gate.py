@@ -12,8 +12,8 @@ from deliveries.dispatch.dispatcher import Dispatcher
 from deliveries.dispatch.transport import Sender
 from deliveries.models import Attempt, Delivery
 from deliveries.services import EventInput, events_publish
+from endpoints.health import endpoint_breaker_open
 from endpoints.models import EndpointHealth
-from endpoints.services import endpoint_breaker_open
 from tests.support import factories
 from tests.support.fakes import Reply
 

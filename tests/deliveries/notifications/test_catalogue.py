@@ -25,8 +25,9 @@ from deliveries.notifications.watch import watch_run
 from deliveries.publish.validation import EventsRefused
 from deliveries.services import event_publish
 from endpoints.catalogue import catalogue_names, fields_errors, schema_problems
+from endpoints.health import endpoint_breaker_open
 from endpoints.models import EventType, Membership
-from endpoints.services import endpoint_breaker_open, endpoint_disable
+from endpoints.services import endpoint_disable
 from tests.deliveries.notifications.conftest import T0, attempt, failures, hours, said
 from tests.support import factories
 

@@ -12,8 +12,9 @@ from deliveries.notifications.mail import outbox_drain
 from deliveries.notifications.models import OutgoingEmail
 from deliveries.notifications.services import notification_settings_update
 from deliveries.notifications.watch import watch_run
+from endpoints.health import endpoint_breaker_open
 from endpoints.models import Membership
-from endpoints.services import endpoint_breaker_open, endpoint_disable
+from endpoints.services import endpoint_disable
 from tests.deliveries.notifications.conftest import T0, attempt, failures, hours
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.both_backends]

@@ -13,8 +13,9 @@ from deliveries.notifications.operational import (
 )
 from deliveries.notifications.services import endpoint_reenable
 from deliveries.notifications.watch import watch_run
+from endpoints.health import endpoint_breaker_open
 from endpoints.models import Endpoint, EndpointHealth
-from endpoints.services import endpoint_breaker_open, endpoint_disable
+from endpoints.services import endpoint_disable
 from tests.deliveries.notifications.conftest import T0, attempt, failures, hours, said
 
 pytestmark = [pytest.mark.django_db, pytest.mark.both_backends]

@@ -8,8 +8,8 @@ import pytest
 from django.contrib.admin.models import LogEntry
 from django.urls import reverse
 
+from endpoints.apikeys import apikey_authenticate, apikey_create
 from endpoints.models import ApiKey
-from endpoints.services import apikey_authenticate, apikey_create
 from tests.support import factories
 
 pytestmark = pytest.mark.django_db

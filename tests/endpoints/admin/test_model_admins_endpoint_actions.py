@@ -6,8 +6,9 @@ import pytest
 from django.contrib.admin.models import LogEntry
 from django.urls import reverse
 
+from endpoints.health import endpoint_breaker_open
 from endpoints.models import Endpoint, EndpointHealth
-from endpoints.services import endpoint_breaker_open, endpoint_disable
+from endpoints.services import endpoint_disable
 from tests.support import factories
 from tests.support.admin import staff
 

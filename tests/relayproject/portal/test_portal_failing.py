@@ -10,8 +10,9 @@ from django.urls import reverse
 
 from deliveries.models import Delivery
 from deliveries.notifications.models import NotificationSettings
+from endpoints.health import endpoint_breaker_open
 from endpoints.models import EndpointHealth
-from endpoints.services import endpoint_breaker_open, endpoint_disable
+from endpoints.services import endpoint_disable
 from relayproject.lib.clock import utcnow
 from tests.deliveries.notifications.conftest import attempt
 from tests.support import factories
