@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-$(shell sha1sum requirements.txt | cut -c1-12)
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test lint install
+.PHONY: run test test-citus lint install
 
 install: $(STAMP)
 
@@ -52,6 +52,14 @@ test: install
 		echo "--- SQLite pass (tests marked both_backends)"; \
 		env -u TEST_DATABASE_URL RELAY_SQLITE_PASS=1 $(BIN)/python -m pytest -m both_backends $(PYTEST_ARGS); \
 	fi
+
+# The Citus tier (tests/citus) on a Citus coordinator, e.g.
+#   CITUS_TEST_URL=postgres://postgres@127.0.0.1:9700/relay make test-citus
+# It makes a database of its own on every node and drops it after; `make
+# test` leaves the tier out (one line says so).
+test-citus: install
+	@test -n "$$CITUS_TEST_URL" || { echo "set CITUS_TEST_URL to a Citus coordinator's URL"; exit 2; }
+	TEST_DATABASE_URL=$$CITUS_TEST_URL $(BIN)/python -m pytest -m citus tests/citus $(PYTEST_ARGS)
 
 lint: install
 	$(BIN)/ruff check .

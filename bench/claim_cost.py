@@ -93,12 +93,12 @@ def backlog(*, rows: int) -> None:
             cursor.execute(
                 "INSERT INTO deliveries_delivery (id, event_id, endpoint_id, status,"
                 " attempt_count, budget_start, next_attempt_at, claimed_by,"
-                " last_error, created_at)"
+                " last_error, created_at, merchant_id)"
                 " SELECT %s || g, %s || g, %s, 'pending', 0, 0,"
                 " now() - interval '1 hour' + g * interval '1 ms', '', '',"
-                " now() - interval '1 hour'"
+                " now() - interval '1 hour', %s"
                 " FROM generate_series(1, %s) g",
-                [f"dlv_b{n}_", f"evt_b{n}_", endpoint.pk, count],
+                [f"dlv_b{n}_", f"evt_b{n}_", endpoint.pk, merchant.pk, count],
             )
         cursor.execute("VACUUM ANALYZE deliveries_delivery")
         cursor.execute("VACUUM ANALYZE endpoints_endpoint")

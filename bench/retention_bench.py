@@ -72,10 +72,10 @@ INSERT INTO deliveries_event (id, type, data, created_at, idempotency_scope,
 SELECT evt, 'order.paid', '{"amount": 42}', at, '', '',
     (SELECT id FROM endpoints_merchant WHERE slug = 'bench'), ''
 FROM seed;
-INSERT INTO deliveries_delivery (id, event_id, endpoint_id, status, attempt_count,
+INSERT INTO deliveries_delivery (merchant_id, id, event_id, endpoint_id, status, attempt_count,
     budget_start, next_attempt_at, claimed_by, last_error, created_at,
     succeeded_at, dead_at, last_attempt_at)
-SELECT dlv, evt, endpoint,
+SELECT (SELECT merchant_id FROM endpoints_endpoint WHERE id = endpoint), dlv, evt, endpoint,
     -- attempt_count numbers the attempt rows below: a pending row has one.
     status, CASE WHEN status = 'pending' THEN 1 ELSE 1 + g % 2 END, 0,
     CASE WHEN status = 'pending' AND g % 40 = 1 THEN now() + interval '1 hour'
@@ -85,10 +85,10 @@ SELECT dlv, evt, endpoint,
     CASE WHEN status = 'dead' THEN at + interval '2 seconds' END,
     at + interval '1 second'
 FROM seed;
-INSERT INTO deliveries_attempt (delivery_id, endpoint_id, number, started_at,
+INSERT INTO deliveries_attempt (merchant_id, delivery_id, endpoint_id, number, started_at,
     response_ms, status_code, error_kind, error_message, response_body, worker_id,
     outcome)
-SELECT dlv, endpoint, n, at + n * interval '1 second',
+SELECT (SELECT merchant_id FROM endpoints_endpoint WHERE id = endpoint), dlv, endpoint, n, at + n * interval '1 second',
     30, 200, '', '', 'ok', 'bench', CASE WHEN n = 1 + g % 2 THEN status ELSE 'retry' END
 FROM seed, generate_series(1, 1 + g % 2) n
 WHERE status <> 'pending' OR n = 1;

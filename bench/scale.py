@@ -108,10 +108,11 @@ SELECT i,
        20 + (random() * random() * 3000) AS ms
 FROM generate_series(1, %(rows)s) AS i;
 
-INSERT INTO deliveries_delivery (id, event_id, endpoint_id, status, attempt_count,
+INSERT INTO deliveries_delivery (merchant_id, id, event_id, endpoint_id, status, attempt_count,
     budget_start, next_attempt_at, claimed_by, claimed_until, last_attempt_at,
     last_status_code, last_error, last_response_ms, created_at, succeeded_at, dead_at)
-SELECT id, event_id, endpoint_id, status, 1 + i %% 2, 0,
+SELECT (SELECT e.merchant_id FROM endpoints_endpoint e WHERE e.id = endpoint_id),
+       id, event_id, endpoint_id, status, 1 + i %% 2, 0,
        -- 1 %% of the backlog is due now, the rest waits for a retry.
        CASE WHEN status <> 'pending' THEN created_at
             WHEN i %% 100 = 0 THEN now() - interval '1 second'
@@ -124,10 +125,11 @@ SELECT id, event_id, endpoint_id, status, 1 + i %% 2, 0,
        CASE WHEN status = 'dead' THEN created_at + interval '1 hour' END
 FROM seed_plan;
 
-INSERT INTO deliveries_attempt (delivery_id, endpoint_id, number, started_at,
+INSERT INTO deliveries_attempt (merchant_id, delivery_id, endpoint_id, number, started_at,
     response_ms, status_code, error_kind, error_message, response_body, worker_id,
     outcome)
-SELECT id, endpoint_id, n,
+SELECT (SELECT e.merchant_id FROM endpoints_endpoint e WHERE e.id = endpoint_id),
+       id, endpoint_id, n,
        created_at + n * interval '1 second', ms,
        CASE WHEN n = 1 + i %% 2 AND status = 'succeeded' THEN 200 ELSE 500 END,
        '', CASE WHEN n = 1 + i %% 2 AND status = 'succeeded' THEN '' ELSE 'HTTP 500' END,

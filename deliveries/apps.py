@@ -8,6 +8,10 @@ class DeliveriesConfig(AppConfig):
     def ready(self) -> None:
         # Web and dispatcher processes alike: tracing is on only when the
         # OTEL_* environment asks for it (relayproject/lib/tracing.py).
+        from django.db.backends.signals import connection_created
+
+        from relayproject.lib import citus
         from relayproject.lib.tracing import tracing_configure
 
         tracing_configure()
+        connection_created.connect(citus.note_connection)

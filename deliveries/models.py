@@ -5,18 +5,22 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
+from endpoints.merchant_keyed import MerchantForeignKey, MerchantKeyed
 from relayproject.lib.ids import new_delivery_id, new_event_id
 
 
-class Event(models.Model):
+class Event(MerchantKeyed):
     id = models.CharField(primary_key=True, max_length=40, default=new_event_id)
     # No index of its own: the (merchant, ...) indexes below lead with it,
-    # and every index is one more write per event published.
+    # and every index is one more write per event published. No database
+    # constraint: Citus cannot add one to a partitioned table once it is
+    # distributed (the history tables keep none, see Delivery.event).
     merchant = models.ForeignKey(
         "endpoints.Merchant",
         on_delete=models.CASCADE,
         related_name="events",
         db_index=False,
+        db_constraint=False,
     )
     type = models.CharField(max_length=255)
     data = models.JSONField()
@@ -50,7 +54,7 @@ class Event(models.Model):
         return f"{self.id} {self.type}"
 
 
-class Delivery(models.Model):
+class Delivery(MerchantKeyed):
     class Status(models.TextChoices):
         PENDING = "pending", "Pending"
         DELIVERING = "delivering", "Delivering"
@@ -69,19 +73,31 @@ class Delivery(models.Model):
     # Neither relation has an index of its own (Django would add two each on
     # PostgreSQL, one for LIKE): delivery_unique_event_endpoint leads with
     # event, several indexes below lead with endpoint, and a publish writes
-    # every index of every delivery it makes (migration 0010).
-    event = models.ForeignKey(
+    # every index of every delivery it makes (migration 0010). The
+    # endpoint has no database constraint either: Citus cannot add one to a
+    # partitioned table once it is distributed.
+    event = MerchantForeignKey(
         Event,
         on_delete=models.CASCADE,
         related_name="deliveries",
         db_constraint=False,
         db_index=False,
     )
-    endpoint = models.ForeignKey(
+    endpoint = MerchantForeignKey(
         "endpoints.Endpoint",
         on_delete=models.CASCADE,
         related_name="deliveries",
         db_index=False,
+        db_constraint=False,
+    )
+    # The distribution column on Citus (endpoints/merchant_keyed.py): the
+    # endpoint's merchant, copied so a claim or a record names its shard.
+    merchant = models.ForeignKey(
+        "endpoints.Merchant",
+        on_delete=models.CASCADE,
+        related_name="+",
+        db_index=False,
+        db_constraint=False,
     )
     status = models.CharField(
         max_length=16, choices=Status.choices, default=Status.PENDING
@@ -218,7 +234,7 @@ ErrorKind.ALL = frozenset(
 )
 
 
-class Attempt(models.Model):
+class Attempt(MerchantKeyed):
     ErrorKind = ErrorKind
 
     class Outcome(models.TextChoices):
@@ -229,15 +245,26 @@ class Attempt(models.Model):
 
     # No database constraint, for the same reason as Delivery.event; attempts
     # are partitioned by delivery_id, so they go with their delivery's day.
-    delivery = models.ForeignKey(
+    delivery = MerchantForeignKey(
         Delivery,
         on_delete=models.CASCADE,
         related_name="attempts",
         db_constraint=False,
     )
     # Denormalised so per-endpoint latency over 24 h is one index range scan.
-    endpoint = models.ForeignKey(
-        "endpoints.Endpoint", on_delete=models.CASCADE, related_name="attempts"
+    # No database constraints, as on Delivery.
+    endpoint = MerchantForeignKey(
+        "endpoints.Endpoint",
+        on_delete=models.CASCADE,
+        related_name="attempts",
+        db_constraint=False,
+    )
+    merchant = models.ForeignKey(
+        "endpoints.Merchant",
+        on_delete=models.CASCADE,
+        related_name="+",
+        db_index=False,
+        db_constraint=False,
     )
     number = models.PositiveIntegerField()
     started_at = models.DateTimeField()

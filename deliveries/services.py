@@ -267,6 +267,7 @@ def _draft(
                 "id": new_delivery_id(),
                 "event_id": event.pk,
                 "endpoint_id": endpoint.pk,
+                "merchant_id": merchant.pk,
                 "next_attempt_at": now,
                 "created_at": now,
             },

@@ -31,7 +31,9 @@ from django.db.models.functions import Greatest, Least, Now
 from django.db.models.lookups import GreaterThanOrEqual
 
 from endpoints import breaker, ratelimit
+from endpoints.merchant_keyed import endpoint_merchants
 from endpoints.models import Endpoint, EndpointHealth
+from relayproject.lib import citus
 from relayproject.lib.clock import utcnow
 from relayproject.lib.tracing import span_event
 
@@ -87,10 +89,15 @@ def health_rows_locked(endpoint_ids: list[str]) -> dict[str, EndpointHealth]:
     """Lock the health rows, creating any that endpoints made outside the services lack."""
 
     def lock(ids: list[str]) -> dict[str, EndpointHealth]:
-        rows = (
-            EndpointHealth.objects.select_for_update().filter(pk__in=ids).order_by("pk")
-        )
-        return {h.pk: h for h in rows}
+        rows = EndpointHealth.objects.select_for_update().filter(pk__in=ids)
+        if citus.on():
+            # One statement per merchant's shard (Citus locks in no other).
+            return {
+                h.pk: h
+                for merchant_id in sorted(set(endpoint_merchants(ids).values()))
+                for h in rows.filter(merchant_id=merchant_id).order_by("pk")
+            }
+        return {h.pk: h for h in rows.order_by("pk")}
 
     healths = lock(endpoint_ids)
     missing = [e for e in endpoint_ids if e not in healths]

@@ -7,6 +7,11 @@ from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import Q
 
+from endpoints.merchant_keyed import (
+    MerchantForeignKey,
+    MerchantKeyed,
+    MerchantOneToOneField,
+)
 from endpoints.secret_storage import EncryptedHeadersField, EncryptedSecretField
 from relayproject.lib.ids import new_endpoint_id
 
@@ -104,7 +109,7 @@ class Membership(models.Model):
         return self.role in (self.Role.OWNER, self.Role.DEVELOPER)
 
 
-class Endpoint(models.Model):
+class Endpoint(MerchantKeyed):
     id = models.CharField(primary_key=True, max_length=40, default=new_endpoint_id)
     merchant = models.ForeignKey(
         Merchant, on_delete=models.CASCADE, related_name="endpoints"
@@ -160,11 +165,17 @@ class Endpoint(models.Model):
         return f"{self.id} {self.url}"
 
 
-class EndpointSecret(models.Model):
+class EndpointSecret(MerchantKeyed):
     """A signing secret; during a rotation the previous one signs until it expires."""
 
-    endpoint = models.ForeignKey(
-        Endpoint, on_delete=models.CASCADE, related_name="secrets"
+    # The database's key is (endpoint_id, merchant_id) into the endpoint's
+    # (id, merchant_id) (migration 0013): Citus keeps a key between two
+    # distributed tables only when it names the distribution column.
+    endpoint = MerchantForeignKey(
+        Endpoint, on_delete=models.CASCADE, related_name="secrets", db_constraint=False
+    )
+    merchant = models.ForeignKey(
+        Merchant, on_delete=models.CASCADE, related_name="+", db_index=False
     )
     # A Fernet token in the column, the whsec_ secret in Python (secret_storage).
     secret = EncryptedSecretField()
@@ -183,7 +194,7 @@ class EndpointSecret(models.Model):
         return f"{self.secret[:10]}…{self.secret[-4:]}"
 
 
-class EndpointHealth(models.Model):
+class EndpointHealth(MerchantKeyed):
     """Breaker, rate-limit bucket and rolling latency of one endpoint.
 
     The row is the lock that makes breaker counters exact across dispatchers:
@@ -195,8 +206,16 @@ class EndpointHealth(models.Model):
         OPEN = "open", "Open"
         HALF_OPEN = "half_open", "Half-open"
 
-    endpoint = models.OneToOneField(
-        Endpoint, on_delete=models.CASCADE, primary_key=True, related_name="health"
+    # Keyed in the database as EndpointSecret.endpoint is.
+    endpoint = MerchantOneToOneField(
+        Endpoint,
+        on_delete=models.CASCADE,
+        primary_key=True,
+        related_name="health",
+        db_constraint=False,
+    )
+    merchant = models.ForeignKey(
+        Merchant, on_delete=models.CASCADE, related_name="+", db_index=False
     )
     breaker_state = models.CharField(
         max_length=16, choices=State.choices, default=State.CLOSED

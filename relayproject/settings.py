@@ -112,8 +112,15 @@ def _database_from_url(url: str) -> dict:
         # No JIT: every query here is short, and above jit_above_cost the
         # planner compiled some (a 500-row endpoint read whose estimate a
         # correlated subquery inflated) for about a second under load.
+        # On a Citus coordinator, multi-shard reads that join tables on
+        # something other than merchant_id (the admin's, relay_status's) run
+        # as repartition joins instead of failing; plain PostgreSQL keeps the
+        # setting as an unused placeholder (README, "Beyond one PostgreSQL").
         options = db.setdefault("OPTIONS", {})
-        options["options"] = f"{options.get('options', '')} -c jit=off".strip()
+        options["options"] = (
+            f"{options.get('options', '')} -c jit=off"
+            " -c citus.enable_repartition_joins=on"
+        ).strip()
     return db
 
 

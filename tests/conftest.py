@@ -29,6 +29,23 @@ NO_BROWSER = (
 )
 
 
+# The Citus tier (tests/citus) needs a Citus coordinator: CITUS_TEST_URL, and
+# this process's database on it (`make test-citus` sets both). Anywhere else,
+# CI included (it has no Citus package), it is not collected: one line says so.
+CITUS_URL = os.environ.get("CITUS_TEST_URL", "")
+if not CITUS_URL:
+    CITUS_OFF = "citus tier skipped: CITUS_TEST_URL is unset (make test-citus)"
+elif os.environ.get("TEST_DATABASE_URL") != CITUS_URL:
+    CITUS_OFF = "citus tier skipped: it runs on its own, with make test-citus"
+else:
+    CITUS_OFF = ""
+collect_ignore = ["citus"] if CITUS_OFF else []
+
+
+def pytest_report_header(config):
+    return [CITUS_OFF] if CITUS_OFF else []
+
+
 def pytest_collection_modifyitems(config, items):
     browser_items = [item for item in items if "browser" in item.keywords]
     if browser_items and not HAS_CHROMIUM:

@@ -80,6 +80,57 @@ LIMIT %(limit)s
 """
 
 
+# DUE on Citus (claim_sql.DUE joins endpoints to deliveries on endpoint_id
+# alone, which Citus runs only by moving rows between nodes, and it refuses
+# outer joins to such results). Every join and probe here also names the
+# merchant, so each shard answers for its own merchants and the coordinator
+# only merges the lists: one lock-free read of every shard. The live claims
+# are counted by a probe per listed endpoint (delivery_endpoint_inflight_idx)
+# and summed over the listed endpoints of each merchant: they only skip full
+# endpoints and merchants, as in DUE; claiming.py counts every endpoint's
+# under the merchant's lock before anything is taken.
+DUE_SHARDED = f"""
+SELECT id, merchant_id, cap, max_attempts, merchant_cap FROM (
+    SELECT e.id, e.merchant_id, COALESCE(e.max_in_flight, %(cap)s) AS cap,
+        e.max_attempts,
+        COALESCE(m.max_in_flight, %(merchant_cap)s) AS merchant_cap,
+        COALESCE(m.max_in_flight, %(merchant_cap)s)
+            - sum(live.n) OVER (PARTITION BY e.merchant_id) AS merchant_room,
+        due.next_attempt_at,
+        row_number() OVER (
+            PARTITION BY e.merchant_id ORDER BY due.next_attempt_at, e.id
+        ) AS turn
+    FROM {Endpoint._meta.db_table} AS e
+    JOIN {Merchant._meta.db_table} AS m ON m.id = e.merchant_id
+    LEFT JOIN {EndpointHealth._meta.db_table} AS h
+        ON h.merchant_id = e.merchant_id AND h.endpoint_id = e.id
+    CROSS JOIN LATERAL (
+        SELECT x.next_attempt_at
+        FROM {Delivery._meta.db_table} AS x
+        WHERE x.merchant_id = e.merchant_id
+        AND (x.endpoint_id, x.next_attempt_at)
+            >= (e.id, '-infinity'::timestamptz)
+        AND (x.endpoint_id, x.next_attempt_at) <= (e.id, %(now)s)
+        AND x.status IN ('pending', 'delivering')
+        ORDER BY x.endpoint_id, x.next_attempt_at
+        LIMIT 1
+    ) AS due
+    CROSS JOIN LATERAL (
+        SELECT count(*) AS n
+        FROM {Delivery._meta.db_table} AS y
+        WHERE y.merchant_id = e.merchant_id AND y.endpoint_id = e.id
+        AND y.status = 'delivering' AND y.claimed_until > %(now)s
+    ) AS live
+    WHERE e.is_active
+    AND (h.breaker_state = %(closed)s OR h.endpoint_id IS NULL)
+    AND live.n < COALESCE(e.max_in_flight, %(cap)s)
+) AS ready
+WHERE turn <= merchant_room
+ORDER BY turn, next_attempt_at, id
+LIMIT %(limit)s
+"""
+
+
 # claiming._due_rows_locked: a LATERAL index scan per endpoint, bounded by row
 # comparisons as in DUE, locked; then its pending rows marked delivering in
 # the same statement. The locking scan's LIMIT is a number written into the
@@ -88,20 +139,26 @@ LIMIT %(limit)s
 # a tenth of an endpoint's rows, and at 100,000 behind one endpoint it chose
 # the plain endpoint_id index and sorted them all (345 ms a claim, against
 # 12). Each endpoint's share of the rows locked is taken above it.
+#
+# pinned (Citus): one merchant's endpoints, and every scan and the UPDATE say
+# merchant_id = %(merchant)s, so the statement is routed to that merchant's
+# shard: Citus runs FOR UPDATE only in a statement that names one shard.
 @functools.lru_cache(maxsize=64)
-def lock(most: int) -> str:
+def lock(most: int, *, pinned: bool = False) -> str:
     """The locking statement for shares of at most `most` rows."""
+    x_pin = "x.merchant_id = %(merchant)s AND " if pinned else ""
+    t_pin = "AND t.merchant_id = %(merchant)s " if pinned else ""
     return f"""
 WITH locked AS (
     SELECT d.id, d.status, d.claimed_by, d.attempt_count, d.budget_start,
-        d.endpoint_id
+        d.endpoint_id, d.merchant_id
     FROM unnest(%(endpoints)s::text[], %(shares)s::int[]) AS q(endpoint_id, share)
     CROSS JOIN LATERAL (
         SELECT l.* FROM (
             SELECT x.id, x.status, x.claimed_by, x.attempt_count,
-                x.budget_start, x.endpoint_id, x.next_attempt_at
+                x.budget_start, x.endpoint_id, x.merchant_id, x.next_attempt_at
             FROM {Delivery._meta.db_table} AS x
-            WHERE (x.endpoint_id, x.next_attempt_at)
+            WHERE {x_pin}(x.endpoint_id, x.next_attempt_at)
                 >= (q.endpoint_id, '-infinity'::timestamptz)
             AND (x.endpoint_id, x.next_attempt_at) <= (q.endpoint_id, %(now)s)
             AND x.status IN ('pending', 'delivering')
@@ -117,7 +174,7 @@ WITH locked AS (
     SET status = 'delivering', claimed_by = %(worker)s,
         claimed_until = %(lease)s, next_attempt_at = %(lease)s
     FROM locked
-    WHERE t.id = locked.id AND locked.status = 'pending'
+    WHERE t.id = locked.id AND locked.status = 'pending' {t_pin}
     RETURNING t.id
 )
 SELECT locked.*, taken.id IS NOT NULL AS taken

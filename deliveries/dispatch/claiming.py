@@ -27,6 +27,7 @@ from deliveries.dispatch.due import (
 from deliveries.dispatch.shares import merchant_shares
 from deliveries.models import Attempt, Delivery, ErrorKind
 from endpoints import health
+from relayproject.lib import citus
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +43,7 @@ _CLAIM_FIELDS = (
     "attempt_count",
     "budget_start",
     "endpoint_id",
+    "merchant_id",
     "endpoint__max_attempts",
 )
 
@@ -91,6 +93,7 @@ def claim_batch(
         )
         rows = _due_rows_locked(
             shares,
+            merchants={e: due[e].merchant_id for e in shares},
             max_attempts={e: due[e].max_attempts for e in shares},
             now=now,
             worker_id=worker_id,
@@ -121,6 +124,7 @@ def _merchants_to_count(merchant_ids: list[int]) -> list[int]:
 def _due_rows_locked(
     shares: dict[str, int],
     *,
+    merchants: dict[str, int],
     max_attempts: dict[str, int | None],
     now: datetime,
     worker_id: str,
@@ -134,19 +138,29 @@ def _due_rows_locked(
     if not shares:
         return []
     if connection.vendor == "postgresql":
+        # One statement for all merchants; on Citus one per merchant, each
+        # routed to its shard (claim_sql.lock, pinned).
+        pinned = citus.on()
+        groups: dict[int | None, dict[str, int]] = {}
+        for endpoint_id, share in shares.items():
+            key = merchants[endpoint_id] if pinned else None
+            groups.setdefault(key, {})[endpoint_id] = share
+        rows = []
         with connection.cursor() as cursor:
-            cursor.execute(
-                claim_sql.lock(max(shares.values())),
-                {
-                    "endpoints": list(shares),
-                    "shares": list(shares.values()),
-                    "now": now,
-                    "worker": worker_id,
-                    "lease": lease_until,
-                },
-            )
-            names = [c.name for c in cursor.description]
-            rows = [dict(zip(names, r, strict=True)) for r in cursor.fetchall()]
+            for merchant_id, group in groups.items():
+                cursor.execute(
+                    claim_sql.lock(max(shares.values()), pinned=pinned),
+                    {
+                        "endpoints": list(group),
+                        "shares": list(group.values()),
+                        "merchant": merchant_id,
+                        "now": now,
+                        "worker": worker_id,
+                        "lease": lease_until,
+                    },
+                )
+                names = [c.name for c in cursor.description]
+                rows += [dict(zip(names, r, strict=True)) for r in cursor.fetchall()]
     else:
         rows = [
             row
@@ -192,6 +206,7 @@ def claim_probes(*, worker_id: str, now: datetime, lease_seconds: float) -> Clai
             rows = list(
                 Delivery.objects.select_for_update(skip_locked=True, of=("self",))
                 .filter(
+                    merchant_id=merchant_id,  # one shard on Citus
                     endpoint_id=endpoint_id,
                     status__in=DUE_STATUSES,
                     next_attempt_at__lte=now,
@@ -245,6 +260,7 @@ def _take(
             Attempt(
                 delivery_id=row["id"],
                 endpoint_id=row["endpoint_id"],
+                merchant_id=row["merchant_id"],
                 number=row["attempt_count"] + 1,
                 started_at=now,
                 error_kind=ErrorKind.LEASE_EXPIRED,

@@ -268,6 +268,7 @@ def _attempt_row(item: Sent, verdict: retry.Verdict, *, worker_id: str) -> Attem
     return Attempt(
         delivery_id=item.delivery_id,
         endpoint_id=item.endpoint_id,
+        merchant_id=item.merchant_id,
         number=item.attempt_count + 1,
         started_at=item.started_at,
         response_ms=result.duration_ms,

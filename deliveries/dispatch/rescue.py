@@ -38,6 +38,7 @@ from deliveries.models import Delivery, DispatcherHeartbeat
 from deliveries.ops import counters
 from deliveries.publish.outbox import notify_dispatchers
 from endpoints import health
+from relayproject.lib import citus
 
 logger = logging.getLogger(__name__)
 
@@ -101,11 +102,19 @@ def predecessor_rescue(*, worker_id: str, claimed_before: datetime) -> list[Resc
 
 def _release(rows, *, lease_end) -> int:
     """Cut the live leases of `rows` back to `lease_end`; how many were cut."""
-    ids = list(
-        rows.select_for_update(skip_locked=True)
-        .filter(status=Delivery.Status.DELIVERING, claimed_until__gt=Now())
-        .values_list("pk", flat=True)
+    live = rows.filter(status=Delivery.Status.DELIVERING, claimed_until__gt=Now())
+    # Citus locks rows only in a statement that names one shard: first the
+    # merchants that have such rows (a read of every shard, no lock), then
+    # each merchant's rows. One PostgreSQL locks them all in one statement.
+    merchants = (
+        list(live.order_by().values_list("merchant_id", flat=True).distinct())
+        if citus.on()
+        else [None]
     )
+    ids = []
+    for merchant_id in merchants:
+        mine = live if merchant_id is None else live.filter(merchant_id=merchant_id)
+        ids += mine.select_for_update(skip_locked=True).values_list("pk", flat=True)
     if not ids:
         return 0
     # Due at once, first in line: next_attempt_at is the lease end while

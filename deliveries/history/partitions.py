@@ -39,6 +39,7 @@ from typing import TypeVar
 
 from django.db import OperationalError, connection, transaction
 
+from relayproject.lib import citus
 from relayproject.lib.ids import id_floor
 
 logger = logging.getLogger(__name__)
@@ -180,6 +181,13 @@ def _attach(history: History, day: date) -> None:
             f"ALTER TABLE {name} ADD CONSTRAINT {name}_range "
             f"CHECK ({column} >= {low} AND {column} < {high})"
         )
+        if _distributed(history):
+            # Citus attaches only a partition distributed as its parent is:
+            # by merchant, in the parent's co-location group.
+            cursor.execute(
+                "SELECT create_distributed_table(%s, 'merchant_id', colocate_with => %s)",
+                [name, history.table],
+            )
         cursor.execute(
             f"WITH moved AS (DELETE FROM {history.default} "
             f"WHERE {column} >= {low} AND {column} < {high} RETURNING *) "
@@ -189,6 +197,18 @@ def _attach(history: History, day: date) -> None:
             f"ALTER TABLE {history.table} ATTACH PARTITION {name} "
             f"FOR VALUES FROM ({low}) TO ({high})"
         )
+
+
+def _distributed(history: History) -> bool:
+    """Whether Citus distributes `history` (citus_distribute has run)."""
+    if not citus.on():
+        return False
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT 1 FROM pg_dist_partition WHERE logicalrelid = %s::regclass",
+            [history.table],
+        )
+        return cursor.fetchone() is not None
 
 
 def kept_deliveries(*, before: date, include_dead: bool) -> str:
@@ -258,7 +278,9 @@ def days_to_drop(*, before: date) -> list[date]:
 # (by then its deliveries' days are gone: what is left of them stayed). The
 # deliveries are looked up in the parent table by id range: an attempt is in
 # its delivery's day, an event's deliveries are in its day or the next.
-# (key, deliveries' column, days of deliveries, only the kept ones)
+# (key, deliveries' column, days of deliveries, only the kept ones). Matched
+# with the merchant too, which changes no answer and lets Citus run the copy
+# on each shard (a distributed table's rows meet only on merchant_id there).
 _STAYS_WITH = {
     ATTEMPTS: ("t.delivery_id", "id", 1, True),
     EVENTS: ("t.id", "event_id", 2, False),
@@ -295,8 +317,8 @@ def _detach_and_keep(
             which = f" AND {kept}" if only_kept else ""
             cursor.execute(
                 f"INSERT INTO {history.table} SELECT t.* FROM {name} t "
-                f"WHERE {key} IN (SELECT {column} FROM {DELIVERIES.table} "
-                f"WHERE id >= {low} AND id < {high}{which})"
+                f"WHERE ({key}, t.merchant_id) IN (SELECT {column}, merchant_id "
+                f"FROM {DELIVERIES.table} WHERE id >= {low} AND id < {high}{which})"
             )
         return cursor.rowcount, (time.monotonic() - started) * 1000
 

@@ -178,9 +178,9 @@ def _count(queryset, result: PruneResult) -> None:
     result.attempts += Attempt.objects.filter(
         delivery__in=queryset.values("pk")
     ).count()
-    kept = Delivery.objects.filter(event=OuterRef("pk")).exclude(
-        pk__in=queryset.values("pk")
-    )
+    kept = Delivery.objects.filter(
+        event=OuterRef("pk"), merchant_id=OuterRef("merchant_id")
+    ).exclude(pk__in=queryset.values("pk"))
     result.events += (
         Event.objects.filter(pk__in=queryset.values("event_id"))
         .exclude(Exists(kept))
@@ -203,7 +203,11 @@ def _prune_batch(queryset, batch_size: int) -> PruneResult:
         attempts, _ = Attempt.objects.filter(delivery_id__in=ids).delete()
         _, per_model = Delivery.objects.filter(pk__in=ids).delete()
         orphans = Event.objects.filter(pk__in={event for _, event in rows}).filter(
-            ~Exists(Delivery.objects.filter(event=OuterRef("pk")))
+            ~Exists(
+                Delivery.objects.filter(
+                    event=OuterRef("pk"), merchant_id=OuterRef("merchant_id")
+                )
+            )
         )
         _, events = orphans.delete()
     return PruneResult(

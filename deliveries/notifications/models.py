@@ -6,6 +6,12 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
+from endpoints.merchant_keyed import (
+    MerchantForeignKey,
+    MerchantKeyed,
+    MerchantOneToOneField,
+)
+
 
 class Kind(models.TextChoices):
     """The conditions people are told about, by email and operational event."""
@@ -15,18 +21,23 @@ class Kind(models.TextChoices):
     ENABLED = "enabled", "Endpoint enabled again"
 
 
-class EndpointWatch(models.Model):
+class EndpointWatch(MerchantKeyed):
     """What has already been said about one endpoint, so each thing is said once.
 
     A failing episode is keyed by its start (the first failed attempt after the
     last success, or after a re-enable): a new start clears the flags.
     """
 
-    endpoint = models.OneToOneField(
+    # Keyed in the database by (endpoint_id, merchant_id), as EndpointSecret.
+    endpoint = MerchantOneToOneField(
         "endpoints.Endpoint",
         on_delete=models.CASCADE,
         primary_key=True,
         related_name="watch",
+        db_constraint=False,
+    )
+    merchant = models.ForeignKey(
+        "endpoints.Merchant", on_delete=models.CASCADE, related_name="+", db_index=False
     )
     episode_started_at = models.DateTimeField(null=True, blank=True)
     said_breaker_open = models.BooleanField(default=False)
@@ -76,13 +87,16 @@ class NotificationSettings(models.Model):
         return bool(getattr(self, f"email_{kind}"))
 
 
-class OutgoingEmail(models.Model):
+class OutgoingEmail(MerchantKeyed):
     """The email outbox: written with the state change, sent after commit by a
     maintenance thread, never inside a transaction or a dispatcher's send loop."""
 
     kind = models.CharField(max_length=16, choices=Kind.choices)
     merchant = models.ForeignKey("endpoints.Merchant", on_delete=models.CASCADE)
-    endpoint = models.ForeignKey("endpoints.Endpoint", on_delete=models.CASCADE)
+    # Keyed in the database by (endpoint_id, merchant_id), as EndpointSecret.
+    endpoint = MerchantForeignKey(
+        "endpoints.Endpoint", on_delete=models.CASCADE, db_constraint=False
+    )
     # The same payload as the operational event: the email is rendered from it.
     context = models.JSONField()
     created_at = models.DateTimeField()

@@ -119,6 +119,7 @@ def failure_alerts(*, now: datetime) -> list[Alert]:
     dead_24h = (
         Delivery.objects.filter(
             endpoint=OuterRef("pk"),
+            merchant_id=OuterRef("merchant_id"),  # one shard on Citus
             status=Delivery.Status.DEAD,
             dead_at__gte=now - DAY,
         )

@@ -25,6 +25,7 @@ from django.db.models import OuterRef, Subquery
 from deliveries.models import AnalysisSnapshot, Attempt, Delivery
 from deliveries.ops.held import human_seconds
 from deliveries.ops.stats import QUANTILES, percentile_cont
+from relayproject.lib import citus
 
 WINDOW = timedelta(hours=24)
 PIPELINE = ""  # the key of the whole-pipeline row
@@ -79,7 +80,8 @@ WITH waits AS (
     -- A first attempt starts after its delivery was made, so the window
     -- bounds attempts too: an index range instead of a scan of every attempt.
     LEFT JOIN deliveries_attempt a
-        ON a.delivery_id = d.id AND a.number = 1 AND a.started_at >= %s
+        ON a.delivery_id = d.id AND a.merchant_id = d.merchant_id
+        AND a.number = 1 AND a.started_at >= %s
     WHERE d.created_at >= %s
 )
 SELECT coalesce(endpoint_id, ''),
@@ -131,7 +133,11 @@ def _from_postgres(since: datetime) -> PublishLatency:
     first: dict[str, Percentiles] = {}
     success: dict[str, Percentiles] = {}
     with connection.cursor() as cursor:
-        cursor.execute(_PG_SQL, [since, since])
+        # On Citus the waits are gathered from every shard first (a
+        # materialized CTE is one intermediate result) and the percentiles
+        # taken over all of them on the coordinator: exact, not per shard.
+        sql = _PG_SQL.replace("WITH waits AS (", "WITH waits AS MATERIALIZED (")
+        cursor.execute(sql if citus.on() else _PG_SQL, [since, since])
         for key, first_q, first_n, success_q, success_n in cursor.fetchall():
             if first_n:
                 first[key] = Percentiles(*(float(v) for v in first_q), first_n)
@@ -141,9 +147,9 @@ def _from_postgres(since: datetime) -> PublishLatency:
 
 
 def _in_python(since: datetime) -> PublishLatency:
-    first_at = Attempt.objects.filter(delivery=OuterRef("pk"), number=1).values(
-        "started_at"
-    )[:1]
+    first_at = Attempt.objects.filter(
+        delivery=OuterRef("pk"), merchant_id=OuterRef("merchant_id"), number=1
+    ).values("started_at")[:1]
     rows = (
         Delivery.objects.filter(created_at__gte=since)
         .annotate(first_at=Subquery(first_at))

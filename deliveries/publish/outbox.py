@@ -24,7 +24,7 @@ from django.db import IntegrityError, connection, transaction
 
 from deliveries.models import Delivery, Event
 from endpoints.audiences import AudienceChanged, guard_sql
-from relayproject.lib import rowsql
+from relayproject.lib import citus, rowsql
 
 NOTIFY_CHANNEL = "relay_deliveries"
 
@@ -59,6 +59,8 @@ def drafts_write(
     """
     if not drafts:
         return True
+    if connection.vendor == "postgresql" and citus.on():
+        return _write_by_shard(drafts, only_new_key, unchanged or {})
     if connection.vendor == "postgresql":
         return _write_postgres(drafts, only_new_key, unchanged or {})
     return _write_orm(drafts, idempotent=only_new_key)
@@ -124,6 +126,42 @@ def _write_postgres(
     if notify and row[-1] is not None:
         _mark_notified()
     return row[0] == len(events)
+
+
+def _write_by_shard(
+    drafts: Sequence[Draft], only_new_key: bool, unchanged: Mapping[int, str]
+) -> bool:
+    """drafts_write on Citus: one statement per merchant, so each writes an
+    event and its deliveries on that merchant's shard (a batch of several
+    merchants is one transaction over their shards, all or none).
+
+    The idempotency key is looked up first, in its own statement: under a
+    platform key its scope spans merchants, so the lookup reads every shard,
+    which Citus will not do inside a statement that writes one. The caller's
+    lock on the key is already held, so this snapshot is younger than it,
+    as the writing statement's is on one PostgreSQL."""
+    if only_new_key:
+        event = drafts[0].event
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT EXISTS (SELECT 1 FROM deliveries_event o "
+                "WHERE o.idempotency_scope = %s AND o.idempotency_key = %s)",
+                [event.idempotency_scope, event.idempotency_key],
+            )
+            if cursor.fetchone()[0]:
+                return False
+    by_merchant: dict[int, list[Draft]] = {}
+    for draft in drafts:
+        by_merchant.setdefault(draft.event.merchant_id, []).append(draft)
+    with transaction.atomic():
+        for merchant_id, group in by_merchant.items():
+            guard = (
+                {merchant_id: unchanged[merchant_id]}
+                if merchant_id in unchanged
+                else {}
+            )
+            _write_postgres(group, False, guard)
+    return True
 
 
 def _write_orm(drafts: Sequence[Draft], *, idempotent: bool) -> bool:

@@ -16,6 +16,7 @@ from deliveries import selectors
 from deliveries.ops import alerts, latency
 from deliveries.ops.held import human_seconds
 from endpoints.words import STATE_WORDS
+from relayproject.lib import citus
 from relayproject.lib.clock import utcnow
 
 
@@ -40,6 +41,22 @@ def _ms(value: float | None) -> str:
 
 def _time(value: datetime) -> str:
     return value.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _database_document() -> dict:
+    cluster = citus.cluster()
+    return {"citus": cluster.as_dict() if cluster else None}
+
+
+def _database_line() -> str:
+    cluster = citus.cluster()
+    if cluster is None:
+        return "Database: not Citus (one PostgreSQL or SQLite)"
+    return (
+        f"Database: Citus {cluster.version}, {cluster.workers} worker(s), "
+        f"{cluster.distributed} of {len(citus.DISTRIBUTED)} tables distributed by "
+        f"merchant, {cluster.reference} of {len(citus.REFERENCE)} reference tables"
+    )
 
 
 def _latency_document(waits: latency.PublishLatency) -> dict:
@@ -157,6 +174,7 @@ class Command(BaseCommand):
         if options["json"]:
             document = {
                 "summary": asdict(summary),
+                "database": _database_document(),
                 "dispatchers": _dispatchers_document(now=now),
                 "latency_24h": _latency_document(waits),
                 "dead_letters": {
@@ -168,6 +186,7 @@ class Command(BaseCommand):
             return summary
         s = summary
         lines = [
+            _database_line(),
             f"Pipeline at {_time(s.now)} UTC",
             *_table(
                 ["", "count"],

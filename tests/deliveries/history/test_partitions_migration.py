@@ -103,7 +103,8 @@ def test_existing_rows_move_into_day_partitions_and_the_schema_keeps_working():
         outcome="retry",
     )
     assert new.pk > last_attempt.pk
-    # The constraints Django knows by name are there, with the day column.
+    # The constraints Django knows by name are there, with the day column
+    # and then the merchant (endpoints 0013: the Citus distribution column).
     with connection.cursor() as cursor:
         constraints = {
             name: c["columns"]
@@ -115,8 +116,9 @@ def test_existing_rows_move_into_day_partitions_and_the_schema_keeps_working():
         "event_id",
         "endpoint_id",
         "id",
+        "merchant_id",
     ]
-    assert constraints["deliveries_delivery_pkey"] == ["id"]
+    assert constraints["deliveries_delivery_pkey"] == ["id", "merchant_id"]
     assert "delivery_due_idx" in constraints
     assert Event.objects.get(idempotency_key="key-90").data == {"age": 90}
 

@@ -38,11 +38,11 @@ CONSTANT_SIZE = {
 # succeeded, all behind one endpoint (the event rows are not needed: the
 # delivery's event key is not a database constraint on partitioned tables).
 SEED = f"""
-INSERT INTO {Delivery._meta.db_table} (id, event_id, endpoint_id, status,
-    attempt_count, budget_start, next_attempt_at, claimed_by, last_error,
+INSERT INTO {Delivery._meta.db_table} (id, event_id, endpoint_id, merchant_id,
+    status, attempt_count, budget_start, next_attempt_at, claimed_by, last_error,
     created_at, succeeded_at, dead_at)
 SELECT %(dlv)s || lpad(i::text, 16, '0'), %(evt)s || lpad(i::text, 16, '0'),
-       %(endpoint)s,
+       %(endpoint)s, %(merchant)s,
        CASE i %% 10 WHEN 0 THEN 'pending' WHEN 1 THEN 'dead' ELSE 'succeeded' END,
        1, 0, %(created)s, '', '', %(created)s,
        CASE WHEN i %% 10 > 1 THEN %(created)s END,

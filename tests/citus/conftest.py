@@ -1,0 +1,58 @@
+"""The Citus tier: one database of its own on every node for the whole run
+(tests/citus/cluster.py), migrated and distributed as the README says, and
+dropped at the end. Collected only by `make test-citus` (tests/conftest.py)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from django.core.management import call_command
+from django.db import connection, connections
+
+from tests.acceptance.processes import Dispatchers
+from tests.citus import cluster
+
+pytestmark = [pytest.mark.citus]
+
+URL = os.environ.get("CITUS_TEST_URL", "")
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_blocker):
+    # Replaces pytest-django's: its test database would exist on the
+    # coordinator alone, with no worker registered in it.
+    name = cluster.new_name()
+    nodes = cluster.workers(URL)
+    cluster.create(URL, name)
+    settings_dict = connections["default"].settings_dict
+    settings_dict["NAME"] = name
+    try:
+        with django_db_blocker.unblock():
+            connections.close_all()
+            call_command("migrate", verbosity=0)
+            call_command("citus_distribute", verbosity=0)
+        yield
+    finally:
+        with django_db_blocker.unblock():
+            connections.close_all()
+        cluster.drop(URL, name, nodes)
+
+
+@pytest.fixture
+def dispatchers(transactional_db, tmp_path):
+    started = Dispatchers(tmp_path)
+    yield started
+    started.close()
+
+
+@pytest.fixture
+def distributed(transactional_db):
+    """The test database, checked to be distributed (not merely on Citus)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_dist_partition "
+            "WHERE logicalrelid = 'deliveries_delivery'::regclass"
+        )
+        assert cursor.fetchone()[0] == 1
+    return connection
