@@ -25,6 +25,7 @@ from deliveries.publish.outbox import (
 from deliveries.publish.rate import publish_rate_take
 from endpoints import quotas
 from endpoints.audiences import Audience, AudienceChanged, audiences
+from endpoints.merchant_keyed import pinned
 from endpoints.models import Endpoint, Merchant
 from relayproject.lib import rowsql
 from relayproject.lib.clock import utcnow
@@ -306,7 +307,11 @@ def delivery_replay(*, delivery_id: str, now: datetime | None = None) -> Deliver
         ),
         transaction.atomic(),
     ):
-        delivery = Delivery.objects.select_for_update(of=("self",)).get(pk=delivery_id)
+        delivery = (
+            pinned(Delivery.objects, delivery_id)
+            .select_for_update(of=("self",))
+            .get(pk=delivery_id)
+        )
         if delivery.status not in Delivery.Status.FINISHED:
             raise ReplayRefused(f"delivery {delivery.pk} is {delivery.status}")
         fields = Delivery.back_to_pending(
@@ -331,7 +336,8 @@ def delivery_retry_now(*, delivery_id: str, now: datetime | None = None) -> Deli
     now = now or utcnow()
     with transaction.atomic():
         delivery = (
-            Delivery.objects.select_for_update(of=("self",))
+            pinned(Delivery.objects, delivery_id)
+            .select_for_update(of=("self",))
             .select_related("endpoint__health")
             .get(pk=delivery_id)
         )

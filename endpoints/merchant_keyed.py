@@ -110,3 +110,19 @@ class MerchantOneToOneField(_SameMerchant, models.OneToOneField):
     def deconstruct(self):
         name, _, args, kwargs = super().deconstruct()
         return name, "django.db.models.OneToOneField", args, kwargs
+
+
+def pinned(queryset, pk):
+    """`queryset` narrowed, on Citus, to the merchant of the row whose pk is
+    `pk` (read first, without a lock): a locking read there must name its
+    shard. Unchanged on one PostgreSQL or SQLite, at no cost."""
+    from relayproject.lib import citus
+
+    if not citus.on():
+        return queryset
+    merchant_id = (
+        queryset.model._base_manager.filter(pk=pk)
+        .values_list("merchant_id", flat=True)
+        .first()
+    )
+    return queryset.filter(merchant_id=merchant_id)

@@ -318,7 +318,10 @@ def endpoint_rotate_secret(
     with transaction.atomic():
         # Only the newest secret gets the overlap; any older secret still
         # alive from an earlier rotation ends now rather than lingering.
-        live = EndpointSecret.objects.select_for_update().filter(endpoint=endpoint)
+        live = EndpointSecret.objects.select_for_update().filter(
+            merchant_id=endpoint.merchant_id,  # one shard on Citus
+            endpoint=endpoint,
+        )
         live = [s for s in live if s.expires_at is None or s.expires_at > now]
         live.sort(key=lambda s: (s.created_at, s.pk), reverse=True)
         for index, old in enumerate(live):

@@ -24,6 +24,7 @@ from deliveries.notifications.operational import (
     endpoint_part,
     ts,
 )
+from endpoints.merchant_keyed import pinned
 from endpoints.models import Endpoint
 
 SETTLE = timedelta(seconds=2)
@@ -66,8 +67,10 @@ def dead_letters_collect(*, now: datetime) -> int:
                 [EndpointWatch(endpoint_id=group["endpoint_id"])],
                 ignore_conflicts=True,
             )
-            watch = EndpointWatch.objects.select_for_update().get(
-                pk=group["endpoint_id"]
+            watch = (
+                pinned(EndpointWatch.objects, group["endpoint_id"])
+                .select_for_update()
+                .get(pk=group["endpoint_id"])
             )
             if not watch.dead_count:
                 watch.dead_first_id = _edge_id(rows, last=False)
@@ -91,7 +94,11 @@ def dead_letters_announce(*, now: datetime) -> list[str]:
     announced = []
     for endpoint_id in list(due):
         with transaction.atomic():
-            watch = EndpointWatch.objects.select_for_update().get(pk=endpoint_id)
+            watch = (
+                pinned(EndpointWatch.objects, endpoint_id)
+                .select_for_update()
+                .get(pk=endpoint_id)
+            )
             if not watch.dead_count:
                 continue  # another process announced it meanwhile
             if watch.dead_said_at is not None and now - watch.dead_said_at < window:

@@ -27,6 +27,7 @@ from deliveries.notifications.operational import (
     health_part,
     ts,
 )
+from endpoints.merchant_keyed import pinned
 from endpoints.models import Endpoint, EndpointHealth
 from endpoints.services import endpoint_disable
 
@@ -112,7 +113,11 @@ def _locked_watch(endpoint_id: str) -> EndpointWatch:
     EndpointWatch.objects.bulk_create(
         [EndpointWatch(endpoint_id=endpoint_id)], ignore_conflicts=True
     )
-    return EndpointWatch.objects.select_for_update().get(pk=endpoint_id)
+    return (
+        pinned(EndpointWatch.objects, endpoint_id)
+        .select_for_update()
+        .get(pk=endpoint_id)
+    )
 
 
 def _new_episode(watch: EndpointWatch, since: datetime | None) -> None:
