@@ -183,7 +183,11 @@ def _attach(history: History, day: date) -> None:
         )
         if _distributed(history):
             # Citus attaches only a partition distributed as its parent is:
-            # by merchant, in the parent's co-location group.
+            # by merchant, in the parent's co-location group. One connection
+            # per node for the rest of the transaction: with several, the
+            # copy's and the ATTACH's shard locks wait on each other and
+            # Citus cancels it as a distributed deadlock.
+            cursor.execute("SET LOCAL citus.multi_shard_modify_mode TO 'sequential'")
             cursor.execute(
                 "SELECT create_distributed_table(%s, 'merchant_id', colocate_with => %s)",
                 [name, history.table],
