@@ -159,7 +159,7 @@ def _leaves(cursor, table: str) -> list[str]:
     return [name for (name,) in cursor.fetchall()]
 
 
-def distribute() -> Distributed:
+def distribute(*, shard_count: int | None = None) -> Distributed:
     """Make the reference and distributed tables (idempotent: a table that
     already is one is left alone). In one transaction: all or nothing.
 
@@ -194,15 +194,19 @@ def distribute() -> Distributed:
                 _drop_local_copy(cursor, table)
                 done.reference.append(table)
         for table in DISTRIBUTED:
-            if table in todo:
+            if table in todo and table == DISTRIBUTED[0]:
+                # The group's anchor sets the shard count (Citus's
+                # citus.shard_count, 32, unless given); the rest follow it.
+                cursor.execute(
+                    "SELECT create_distributed_table(%s, %s, shard_count => %s)",
+                    [table, COLUMN, shard_count or _default_shard_count(cursor)],
+                )
+            elif table in todo:
                 cursor.execute(
                     "SELECT create_distributed_table(%s, %s, colocate_with => %s)",
-                    [
-                        table,
-                        COLUMN,
-                        "default" if table == DISTRIBUTED[0] else DISTRIBUTED[0],
-                    ],
+                    [table, COLUMN, DISTRIBUTED[0]],
                 )
+            if table in todo:
                 _drop_local_copy(cursor, table)
                 done.distributed.append(table)
         for table, referenced, name, definition in keys:
@@ -214,6 +218,11 @@ def distribute() -> Distributed:
             else:
                 done.dropped_keys.append(f"{table}.{name}")
     return done
+
+
+def _default_shard_count(cursor) -> int:
+    cursor.execute("SHOW citus.shard_count")
+    return int(cursor.fetchone()[0])
 
 
 def _drop_local_copy(cursor, table: str) -> None:

@@ -16,6 +16,15 @@ from relayproject.lib import citus
 class Command(BaseCommand):
     help = "Distribute the relay's tables by merchant on a Citus cluster (idempotent)."
 
+    def add_arguments(self, parser) -> None:
+        parser.add_argument(
+            "--shard-count",
+            type=int,
+            default=None,
+            help="shards per distributed table (default: the cluster's "
+            "citus.shard_count, 32); set once, when the tables are distributed",
+        )
+
     def handle(self, *args, **options) -> None:
         cluster = citus.cluster()
         if cluster is None:
@@ -26,7 +35,7 @@ class Command(BaseCommand):
         if cluster.workers == 0:
             raise CommandError("the Citus coordinator has no active worker node")
         with transaction.atomic():
-            done = citus.distribute()
+            done = citus.distribute(shard_count=options["shard_count"])
         for table in done.reference:
             self.stdout.write(f"reference table: {table}")
         for table in done.distributed:
