@@ -41,9 +41,26 @@ def django_db_setup(django_db_blocker):
         cluster.drop(URL, name, nodes)
 
 
+class SlowClusterDispatchers(Dispatchers):
+    """Dispatchers whose sends may wait a minute for the receiver.
+
+    Several acceptance tests hold replies at their receiver until the test
+    has looked (released.wait(60)); on one PostgreSQL that is a second or
+    two, inside HTTP_TIMEOUT_SECONDS (10). Every statement here goes through
+    a coordinator to workers on the same loaded 2-core machine, and the
+    look can take longer: a send that timed out meanwhile would be retried
+    and counted twice, which is the receiver's patience, not what the tests
+    check (caps, leases, fairness)."""
+
+    def start(self, *args, env=None, **kwargs):
+        return super().start(
+            *args, env={"HTTP_TIMEOUT_SECONDS": "60", **(env or {})}, **kwargs
+        )
+
+
 @pytest.fixture
 def dispatchers(transactional_db, tmp_path):
-    started = Dispatchers(tmp_path)
+    started = SlowClusterDispatchers(tmp_path)
     yield started
     started.close()
 

@@ -62,6 +62,7 @@ def history(on_postgres):
                 "dlv": id_floor("dlv", created),
                 "evt": id_floor("evt", created),
                 "endpoint": endpoint.pk,
+                "merchant": endpoint.merchant_id,
                 "created": created,
             },
         )
