@@ -24,6 +24,7 @@ from django.db.models import Exists, OuterRef
 
 from deliveries.history import partitions
 from deliveries.models import Attempt, Delivery, Event
+from relayproject.lib import citus
 from relayproject.lib.ids import id_floor
 
 BATCH_SIZE = 500
@@ -164,13 +165,24 @@ def _prune_batches(
         if dry_run:
             _count(queryset, result)
             continue
-        while True:
-            batch = _prune_batch(queryset, batch_size)
-            result.deliveries += batch.deliveries
-            result.attempts += batch.attempts
-            result.events += batch.events
-            if batch.deliveries < batch_size:
-                break
+        for rows in _by_shard(queryset):
+            while True:
+                batch = _prune_batch(rows, batch_size)
+                result.deliveries += batch.deliveries
+                result.attempts += batch.attempts
+                result.events += batch.events
+                if batch.deliveries < batch_size:
+                    break
+
+
+def _by_shard(queryset) -> list:
+    """[queryset], or on Citus one queryset per merchant that has such rows
+    (read without a lock): Citus locks rows only in a statement that names
+    one shard, and _prune_batch locks its batch."""
+    if not citus.on():
+        return [queryset]
+    merchants = queryset.order_by().values_list("merchant_id", flat=True).distinct()
+    return [queryset.filter(merchant_id=m) for m in list(merchants)]
 
 
 def _count(queryset, result: PruneResult) -> None:

@@ -10,8 +10,8 @@ import pytest
 from django.core.management import call_command
 from django.db import connection, connections
 
-from tests.acceptance.processes import Dispatchers
 from tests.citus import cluster
+from tests.support.processes import Dispatchers
 
 pytestmark = [pytest.mark.citus]
 

@@ -11,9 +11,9 @@ from django.urls import reverse
 from deliveries.models import Delivery
 from deliveries.services import EventInput, events_publish
 from endpoints.models import Membership
-from tests import factories
-from tests.api.conftest import api_as
-from tests.portal.conftest import user_with_role
+from tests.support import factories
+from tests.support.api import api_as
+from tests.support.portal import user_with_role
 
 pytestmark = [pytest.mark.citus, pytest.mark.django_db(transaction=True)]
 

@@ -1,6 +1,6 @@
 """Day partitions of distributed tables: made ahead, dropped whole, on Citus.
 
-Fixtures and seed from tests/postgres/test_partitions.py; the assertions
+Fixtures and seed from tests/deliveries/history/test_partitions.py; the assertions
 here read rows, not partition names (on Citus a row's tableoid is its
 shard's table, which the coordinator does not know by name).
 """
@@ -16,7 +16,7 @@ from deliveries.history import partitions
 from deliveries.history.partitions import TABLES
 from deliveries.models import Attempt, Delivery, Event
 from relayproject.lib.clock import utcnow
-from tests.postgres.test_partitions import (  # noqa: F401 - fixtures
+from tests.deliveries.history.test_partitions import (  # noqa: F401 - fixtures
     _drop_partitions_made_here,
     history,
     old_days,

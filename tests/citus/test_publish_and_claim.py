@@ -9,7 +9,7 @@ from deliveries.dispatch.claiming import claim_batch
 from deliveries.models import Delivery
 from deliveries.services import EventInput, events_publish
 from relayproject.lib.clock import utcnow
-from tests import factories
+from tests.support import factories
 
 pytestmark = [pytest.mark.citus]
 
