@@ -13,6 +13,7 @@ from deliveries import selectors
 from deliveries.models import Delivery
 from deliveries.publish import ingest
 from deliveries.publish.validation import EventsRefused
+from deliveries.replay import ReplayRefused, deliveries_recover, delivery_replay
 from deliveries.schemas import (
     DeliveryDetail,
     DeliveryPage,
@@ -21,20 +22,26 @@ from deliveries.schemas import (
     EventDetail,
     EventIn,
     EventOut,
+    RecoverIn,
+    RecoverOut,
     Replayed,
 )
-from deliveries.services import ReplayRefused, delivery_replay
 from endpoints.apikeys import (
     api_key,
     idempotency_scope,
     scoped,
+    visible_endpoint,
     visible_merchant,
 )
 from endpoints.models import Endpoint
+from relayproject.lib.clock import utcnow
 from relayproject.lib.pagination import DEFAULT_LIMIT, MAX_LIMIT, paginate
 from relayproject.lib.problems import COMMON_ERRORS, ApiProblem, Problem
 
 router = Router(tags=["events and deliveries"])
+# An endpoint's deliveries, at the endpoint's URL: listed with the endpoint
+# operations (relayproject/api.py mounts it between endpoints' two routers).
+endpoint_router = Router(tags=["merchants and endpoints"])
 
 T = TypeVar("T")
 # `?status=&merchant=` (the form a query template leaves) means "no filter".
@@ -210,7 +217,28 @@ def delivery_replay_create(request: HttpRequest, delivery_id: str):
     """Send a dead or succeeded delivery again, with a fresh attempt budget."""
     delivery = _visible_delivery(request, delivery_id)
     try:
-        delivery = delivery_replay(delivery_id=delivery.pk)
+        delivery = delivery_replay(delivery_id=delivery.pk, now=utcnow())
     except ReplayRefused as exc:
         raise ApiProblem(409, str(exc)) from None
     return Status(202, {"id": delivery.pk, "status": delivery.status})
+
+
+@endpoint_router.post(
+    "/merchants/{slug}/endpoints/{endpoint_id}/recover",
+    response={202: RecoverOut, **COMMON_ERRORS},
+    # The published id, from when the operation lived in endpoints/api.py.
+    operation_id="endpoints_api_endpoint_recover",
+)
+def endpoint_recover(
+    request: HttpRequest, slug: str, endpoint_id: str, payload: RecoverIn
+):
+    """Dead deliveries created in [since, until) back to pending; dry_run only counts."""
+    endpoint = visible_endpoint(request, slug, endpoint_id)
+    count = deliveries_recover(
+        endpoint=endpoint,
+        since=payload.since,
+        until=payload.until,
+        dry_run=payload.dry_run,
+        now=utcnow(),
+    )
+    return Status(202, {"count": count})

@@ -133,3 +133,13 @@ class DeliveryPage(Schema):
 class Replayed(Schema):
     id: str
     status: Delivery.Status
+
+
+class RecoverIn(Schema):
+    since: datetime
+    until: datetime | None = None
+    dry_run: bool = False
+
+
+class RecoverOut(Schema):
+    count: int

@@ -142,16 +142,6 @@ class SecretRotated(Schema):
     previous_expires_at: datetime
 
 
-class RecoverIn(Schema):
-    since: datetime
-    until: datetime | None = None
-    dry_run: bool = False
-
-
-class RecoverOut(Schema):
-    count: int
-
-
 class PortalSessionIn(Schema):
     role: Membership.Role = Membership.Role.VIEWER
 

@@ -21,11 +21,13 @@ from ninja.parser import Parser
 from ninja.renderers import JSONRenderer
 from ninja.responses import NinjaJSONEncoder
 
+from deliveries.api import endpoint_router as endpoint_deliveries_router
 from deliveries.api import router as deliveries_router
 from deliveries.notifications.api import router as operational_router
 from deliveries.publish.sanitize import UNSTORABLE
 from deliveries.signing import format_timestamp
 from endpoints.api import router as endpoints_router
+from endpoints.api import sessions_and_types_router
 from endpoints.apikeys import ApiKeyAuth
 from relayproject.lib.jsonlimits import json_depth
 from relayproject.lib.limits import LimitExceeded
@@ -177,6 +179,8 @@ api = RelayApi(
     renderer=RelayRenderer(),
 )
 api.add_router("/", endpoints_router)
+api.add_router("/", endpoint_deliveries_router)
+api.add_router("/", sessions_and_types_router)
 api.add_router("/", deliveries_router)
 api.add_router("/", operational_router)
 # Every operation, present and future: an undeclared query parameter is a 422.

@@ -28,7 +28,7 @@ from deliveries import selectors, words
 from deliveries.models import Delivery
 from deliveries.ops import alerts, charts, latency
 from deliveries.ops.held import delivery_held, human_seconds
-from deliveries.services import (
+from deliveries.replay import (
     ReplayRefused,
     RetryRefused,
     deliveries_recover,
@@ -55,7 +55,7 @@ def replay_one(
 ) -> bool:
     """Replay one delivery, log it and say what happened; False when refused."""
     try:
-        delivery_replay(delivery_id=delivery.pk)
+        delivery_replay(delivery_id=delivery.pk, now=utcnow())
     except ReplayRefused as refused:
         model_admin.message_user(request, f"Not replayed: {refused}.", messages.ERROR)
         return False
@@ -81,7 +81,7 @@ def replay_many(model_admin: admin.ModelAdmin, request: HttpRequest, queryset) -
     replayed, refused, disabled = [], [], set()
     for delivery in queryset.select_related("endpoint"):
         try:
-            delivery_replay(delivery_id=delivery.pk)
+            delivery_replay(delivery_id=delivery.pk, now=utcnow())
         except ReplayRefused:
             refused.append(delivery.pk)
             continue
@@ -143,7 +143,7 @@ class RetryNowView(AdminView):
         self.require(request, "change")
         delivery = get_object_or_404(Delivery, pk=object_id)
         try:
-            delivery_retry_now(delivery_id=delivery.pk)
+            delivery_retry_now(delivery_id=delivery.pk, now=utcnow())
         except RetryRefused as refused:
             self.admin.message_user(
                 request, f"Not retried now. {refused}", messages.ERROR
@@ -184,7 +184,7 @@ class ReplayEndpointDeadView(AdminView):
     def post(self, request: HttpRequest, endpoint_id: str) -> HttpResponse:
         self.require(request, "change")
         endpoint = self._endpoint(endpoint_id)
-        count = deliveries_recover(endpoint=endpoint, since=BEGINNING)
+        count = deliveries_recover(endpoint=endpoint, since=BEGINNING, now=utcnow())
         # One entry on the endpoint: the rows may be thousands, and the entry
         # says who replayed what, and when.
         self.admin.log_change(

@@ -16,7 +16,7 @@ from deliveries.notifications.operational import (
     OPERATIONAL_TYPES,
     operational_merchant,
 )
-from deliveries.services import notify_dispatchers
+from deliveries.publish.outbox import notify_dispatchers
 from endpoints import services as endpoint_services
 from endpoints.matching import subscribes_to
 from endpoints.models import Endpoint, Merchant

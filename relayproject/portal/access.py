@@ -20,8 +20,10 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllow
 from django.shortcuts import render
 from django.urls import reverse
 
+from deliveries.models import Delivery
 from endpoints import portal_links
 from endpoints.models import Endpoint, Membership, Merchant
+from relayproject.portal.selectors import delivery_of_merchant
 
 logger = logging.getLogger("relayproject.portal")
 
@@ -44,7 +46,7 @@ class Grant:
 class Access:
     grant: Grant
     endpoint: Endpoint | None = None
-    delivery: object | None = None  # deliveries.models.Delivery
+    delivery: Delivery | None = None
 
     @property
     def merchant(self) -> Merchant:
@@ -100,8 +102,6 @@ def access_resolve(
     delivery_id: str | None = None,
 ) -> Access:
     """The grant and the objects the URL names, or Http404."""
-    from relayproject.portal.selectors import delivery_of_merchant
-
     grant = grant_get(request, slug=slug)
     endpoint = None
     if endpoint_id is not None:

@@ -8,7 +8,8 @@ import pytest
 from opentelemetry import trace
 
 from deliveries.models import Delivery, Event
-from deliveries.services import deliveries_recover, delivery_replay, event_publish
+from deliveries.replay import deliveries_recover, delivery_replay
+from deliveries.services import event_publish
 from relayproject.lib import tracing
 from relayproject.lib.clock import utcnow
 from tests.support import factories
@@ -86,9 +87,11 @@ def test_replay_and_recover_are_spans_of_their_own(spans):
     delivery = Delivery.objects.get(event=event)
     Delivery.objects.filter(pk=delivery.pk).update(status="dead", dead_at=utcnow())
 
-    delivery_replay(delivery_id=delivery.pk)
+    delivery_replay(delivery_id=delivery.pk, now=utcnow())
     Delivery.objects.filter(pk=delivery.pk).update(status="dead", dead_at=utcnow())
-    count = deliveries_recover(endpoint=endpoint, since=utcnow() - timedelta(hours=1))
+    count = deliveries_recover(
+        endpoint=endpoint, since=utcnow() - timedelta(hours=1), now=utcnow()
+    )
 
     assert spans.one("relay.replay").attributes["relay.delivery_id"] == delivery.pk
     recover = spans.one("relay.recover")

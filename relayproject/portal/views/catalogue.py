@@ -8,6 +8,8 @@ from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 
+from deliveries.publish.validation import EventsRefused
+from deliveries.services import event_publish
 from endpoints.catalogue import merchant_types
 from endpoints.selectors import endpoints_of_merchant
 from relayproject.lib.limits import LimitExceeded
@@ -53,9 +55,6 @@ def catalogue(request: HttpRequest, access: Access) -> HttpResponse:
 @portal_view(methods=READ + WRITE)
 def endpoint_example(request: HttpRequest, access: Access) -> HttpResponse:
     """Any catalogue type with its example (edited first if wanted), to this endpoint only."""
-    from deliveries.publish.validation import EventsRefused
-    from deliveries.services import event_publish
-
     types = list(merchant_types().order_by("name"))
     examples = {
         t.name: json.dumps(t.example if t.example is not None else {}, indent=2)

@@ -8,16 +8,26 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect
 from django.urls import reverse
 
+from deliveries import replay, words
 from deliveries.models import Delivery
+from deliveries.notifications.selectors import is_failing
+from deliveries.ops.held import delivery_held
+from deliveries.publish.validation import EventsRefused
+from deliveries.services import event_publish
+from endpoints.models import Endpoint
 from relayproject.lib.clock import utcnow
 from relayproject.lib.limits import LimitExceeded
 from relayproject.portal.access import WRITE, Access, portal_view
 from relayproject.portal.forms import DeliveryFilterForm
 from relayproject.portal.present import curl_command
+from relayproject.portal.selectors import (
+    deliveries_filtered,
+    deliveries_page,
+    delivery_request,
+)
 from relayproject.portal.views.common import page
 
 TEST_EVENT_TYPE = "relay.test"
-BULK_REPLAY_CAP = 500  # deliveries.services.BULK_REPLAY_CAP, without importing it
 # Past this the body is folded on the page and downloadable: a 220 KB event
 # printed in full (and again in the curl command) made the page 34,000 px tall.
 LARGE_BODY_BYTES = 10_000
@@ -34,8 +44,6 @@ def _filters(form: DeliveryFilterForm) -> dict:
 
 
 def _log(request: HttpRequest, access: Access, *, endpoint_id: str | None):
-    from relayproject.portal.selectors import deliveries_page
-
     form = DeliveryFilterForm(request.GET)
     valid = form.is_valid()
     result = None
@@ -72,7 +80,7 @@ def _log(request: HttpRequest, access: Access, *, endpoint_id: str | None):
             "links": links,
             "bulk_fields": _bulk_fields(form) if valid else [],
             "show_bulk": valid and form.cleaned_data.get("status") == "dead",
-            "bulk_cap": BULK_REPLAY_CAP,
+            "bulk_cap": replay.BULK_REPLAY_CAP,
         },
         status=200 if valid else 400,
     )
@@ -80,8 +88,6 @@ def _log(request: HttpRequest, access: Access, *, endpoint_id: str | None):
 
 def _with_held(deliveries) -> list:
     """Each row with why it waits, in the words the admin and API use too."""
-    from deliveries.ops.held import delivery_held
-
     now = utcnow()
     return [(d, delivery_held(delivery=d, now=now)) for d in deliveries]
 
@@ -112,10 +118,6 @@ def endpoint_deliveries(request: HttpRequest, access: Access) -> HttpResponse:
 
 @portal_view()
 def delivery_detail(request: HttpRequest, access: Access) -> HttpResponse:
-    from deliveries import words
-    from deliveries.ops.held import delivery_held
-    from relayproject.portal.selectors import delivery_request
-
     delivery = access.delivery
     now = utcnow()
     sent = delivery_request(delivery=delivery)
@@ -173,8 +175,6 @@ def delivery_detail(request: HttpRequest, access: Access) -> HttpResponse:
 @portal_view()
 def delivery_body(request: HttpRequest, access: Access) -> HttpResponse:
     """The body exactly as sent, as a file (the same bytes every attempt)."""
-    from relayproject.portal.selectors import delivery_request
-
     delivery = access.delivery
     response = HttpResponse(
         delivery_request(delivery=delivery).body, content_type="application/json"
@@ -199,12 +199,9 @@ def delivery_status(request: HttpRequest, access: Access) -> JsonResponse:
 
 @portal_view(methods=WRITE)
 def delivery_replay(request: HttpRequest, access: Access) -> HttpResponse:
-    from deliveries import words
-    from deliveries.services import ReplayRefused, delivery_replay
-
     try:
-        delivery_replay(delivery_id=access.delivery.pk)
-    except ReplayRefused:
+        replay.delivery_replay(delivery_id=access.delivery.pk, now=utcnow())
+    except replay.ReplayRefused:
         messages.error(request, "Only dead or succeeded deliveries can be replayed.")
     else:
         held = _held_now(access.delivery.pk)
@@ -215,9 +212,6 @@ def delivery_replay(request: HttpRequest, access: Access) -> HttpResponse:
 
 def _held_now(delivery_id: str):
     """The row's held reason as the database has it now."""
-    from deliveries.models import Delivery
-    from deliveries.ops.held import delivery_held
-
     delivery = Delivery.objects.select_related("endpoint__health").get(pk=delivery_id)
     return delivery_held(delivery=delivery, now=utcnow())
 
@@ -226,12 +220,9 @@ def _held_now(delivery_id: str):
 def delivery_retry_now(request: HttpRequest, access: Access) -> HttpResponse:
     """A pending delivery goes now instead of at its retry time, or the page
     says why it cannot."""
-    from deliveries import words
-    from deliveries.services import RetryRefused, delivery_retry_now
-
     try:
-        delivery_retry_now(delivery_id=access.delivery.pk)
-    except RetryRefused as refused:
+        replay.delivery_retry_now(delivery_id=access.delivery.pk, now=utcnow())
+    except replay.RetryRefused as refused:
         messages.error(request, f"Not retried now. {refused}")
     else:
         held = _held_now(access.delivery.pk)
@@ -241,9 +232,6 @@ def delivery_retry_now(request: HttpRequest, access: Access) -> HttpResponse:
 
 @portal_view(methods=WRITE)
 def endpoint_test(request: HttpRequest, access: Access) -> HttpResponse:
-    from deliveries.publish.validation import EventsRefused
-    from deliveries.services import event_publish
-
     endpoint = access.endpoint
     try:
         event = event_publish(
@@ -275,9 +263,6 @@ def endpoint_test(request: HttpRequest, access: Access) -> HttpResponse:
 @portal_view(methods=WRITE)
 def deliveries_bulk_replay(request: HttpRequest, access: Access) -> HttpResponse:
     """Replay the dead deliveries the log's filter shows: count first, then confirm."""
-    from deliveries.services import deliveries_replay_dead
-    from relayproject.portal.selectors import deliveries_filtered
-
     form = DeliveryFilterForm(request.POST)
     endpoint_id = request.POST.get("endpoint_id") or None
     back = _log_url(access, endpoint_id)
@@ -296,8 +281,8 @@ def deliveries_bulk_replay(request: HttpRequest, access: Access) -> HttpResponse
             "delivery_bulk_replay.html",
             {
                 "total": total,
-                "count": min(total, BULK_REPLAY_CAP),
-                "cap": BULK_REPLAY_CAP,
+                "count": min(total, replay.BULK_REPLAY_CAP),
+                "cap": replay.BULK_REPLAY_CAP,
                 "fields": _bulk_fields(form),
                 "filter_words": _filter_words(form),
                 "still_failing": _still_failing(access, endpoint_id),
@@ -305,13 +290,13 @@ def deliveries_bulk_replay(request: HttpRequest, access: Access) -> HttpResponse
                 "back": back,
             },
         )
-    ids = list(rows.values_list("pk", flat=True)[:BULK_REPLAY_CAP])
-    count = deliveries_replay_dead(delivery_ids=ids)
+    ids = list(rows.values_list("pk", flat=True)[: replay.BULK_REPLAY_CAP])
+    count = replay.deliveries_replay_dead(delivery_ids=ids, now=utcnow())
     left = max(total - count, 0)
-    words = f"{count} dead deliver{'y is' if count == 1 else 'ies are'} pending again."
+    said = f"{count} dead deliver{'y is' if count == 1 else 'ies are'} pending again."
     if left:
-        words += f" {left} more match the filter: replay again for the next batch."
-    messages.success(request, words)
+        said += f" {left} more match the filter: replay again for the next batch."
+    messages.success(request, said)
     return redirect(back + "?status=pending")
 
 
@@ -335,9 +320,6 @@ def _filter_words(form: DeliveryFilterForm) -> str:
 
 def _still_failing(access: Access, endpoint_id: str | None) -> list:
     """Endpoints of the replay that fail now: their replays would likely die again."""
-    from deliveries.notifications.selectors import is_failing
-    from endpoints.models import Endpoint
-
     endpoints = Endpoint.objects.filter(merchant=access.merchant).select_related(
         "health", "watch"
     )

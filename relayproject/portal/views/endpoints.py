@@ -11,16 +11,26 @@ from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 
+from deliveries import words
+from deliveries.notifications.selectors import (
+    endpoint_condition,
+    failing_first,
+    is_failing,
+)
+from deliveries.selectors import endpoint_unfinished
 from endpoints import quotas, services
-from endpoints.catalogue import catalogue_names
+from endpoints.catalogue import catalogue_names, merchant_types
 from endpoints.filtering import filter_errors, filter_matches
 from endpoints.matching import subscribes_to
 from endpoints.selectors import endpoints_of_merchant, secrets_of_endpoint
 from endpoints.words import breaker_words, degraded_words, state_label
+from relayproject.demo import demo_enabled, demo_endpoint_url
 from relayproject.lib.clock import utcnow
 from relayproject.lib.limits import LimitExceeded
 from relayproject.portal.access import READ, WRITE, Access, portal_view
 from relayproject.portal.forms import EndpointForm
+from relayproject.portal.present import type_groups
+from relayproject.portal.selectors import event_types_seen, events_recent
 from relayproject.portal.views.common import page
 
 BOTH = READ + WRITE
@@ -29,8 +39,6 @@ BOTH = READ + WRITE
 def _seen_types(access: Access) -> list[str]:
     """The catalogue and the types this merchant has published; never relay.*,
     the relay's own types, which are not for subscribing."""
-    from relayproject.portal.selectors import event_types_seen
-
     seen = event_types_seen(merchant_id=access.merchant.pk)
     names = set(catalogue_names()) | {t for t in seen if not t.startswith("relay.")}
     return sorted(names)
@@ -38,9 +46,6 @@ def _seen_types(access: Access) -> list[str]:
 
 def _picker(form: EndpointForm) -> list:
     """The event-type checkboxes grouped, with each type's description."""
-    from endpoints.catalogue import merchant_types
-    from relayproject.portal.present import type_groups
-
     described = {
         t.name: (t.description, t.deprecated)
         for t in merchant_types().only("name", "description", "deprecated")
@@ -67,8 +72,6 @@ def preview_verdict(*, event_types: list[str], wanted, type: str, data) -> str:
 
 def _filter_preview(access: Access, form: EndpointForm) -> list | None:
     """The last events of this merchant, each with what the endpoint would do."""
-    from relayproject.portal.selectors import events_recent
-
     if not form.is_valid():
         return None
     wanted = form.cleaned_data["filter"]
@@ -85,17 +88,8 @@ def _filter_preview(access: Access, form: EndpointForm) -> list | None:
     return rows
 
 
-def endpoint_condition(endpoint):
-    """What the failing/disabled banner says; None for a healthy endpoint."""
-    from deliveries.notifications.selectors import endpoint_condition
-
-    return endpoint_condition(endpoint=endpoint, now=utcnow())
-
-
 @portal_view()
 def endpoint_list(request: HttpRequest, access: Access) -> HttpResponse:
-    from deliveries.notifications.selectors import failing_first, is_failing
-
     endpoints = endpoints_of_merchant(merchant_id=access.merchant.pk).select_related(
         "watch"
     )
@@ -136,8 +130,6 @@ def _save(request: HttpRequest, access: Access, form: EndpointForm, save) -> boo
 
 @portal_view(methods=BOTH)
 def endpoint_create(request: HttpRequest, access: Access) -> HttpResponse:
-    from relayproject.demo import demo_enabled
-
     seen = _seen_types(access)
     form = EndpointForm(
         request.POST if request.method == "POST" else None, seen_types=seen
@@ -176,8 +168,6 @@ def endpoint_create(request: HttpRequest, access: Access) -> HttpResponse:
 def endpoint_create_test(request: HttpRequest, access: Access) -> HttpResponse:
     """An endpoint pointed at the built-in test receiver (where it is routed),
     so a merchant can send a test before their own receiver exists."""
-    from relayproject.demo import demo_enabled, demo_endpoint_url
-
     if not demo_enabled():
         raise Http404("The built-in test receiver is not enabled here.")
     base = settings.RELAY_BASE_URL
@@ -259,7 +249,7 @@ def endpoint_detail(request: HttpRequest, access: Access) -> HttpResponse:
             "breaker": breaker_words(
                 getattr(endpoint, "health", None), active=endpoint.is_active
             ),
-            "condition": endpoint_condition(endpoint),
+            "condition": endpoint_condition(endpoint=endpoint, now=utcnow()),
             "defaults": {
                 "max_attempts": settings.MAX_ATTEMPTS,
                 "max_in_flight": settings.ENDPOINT_MAX_IN_FLIGHT,
@@ -281,9 +271,6 @@ def endpoint_detail(request: HttpRequest, access: Access) -> HttpResponse:
 
 def enable_message(endpoint) -> str:
     """What "Enable" did, from the endpoint's rows after it."""
-    from deliveries import words
-    from deliveries.selectors import endpoint_unfinished
-
     left = endpoint_unfinished(endpoint_id=endpoint.pk, now=utcnow())
     return words.enable_message(due=left.due, later=left.later)
 

@@ -9,13 +9,12 @@ from endpoints.words import breaker_words, degraded_words, slow_words, state_lab
 from relayproject.lib.clock import utcnow
 from relayproject.portal.access import Access, portal_view
 from relayproject.portal.present import hourly_chart
+from relayproject.portal.selectors import endpoint_errors, endpoint_window
 from relayproject.portal.views.common import page
 
 
 @portal_view()
 def endpoint_health(request: HttpRequest, access: Access) -> HttpResponse:
-    from relayproject.portal.selectors import endpoint_errors, endpoint_window
-
     now = utcnow()
     endpoint = access.endpoint
     window = endpoint_window(endpoint_id=endpoint.pk, now=now)

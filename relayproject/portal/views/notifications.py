@@ -8,9 +8,11 @@ from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 
+from deliveries import words
 from deliveries.notifications import services
 from deliveries.notifications.announce import notification_settings
 from deliveries.notifications.mail import owner_addresses
+from deliveries.selectors import endpoint_unfinished
 from relayproject.lib.clock import utcnow
 from relayproject.portal.access import READ, WRITE, Access, portal_view
 from relayproject.portal.forms import NotificationsForm
@@ -67,9 +69,6 @@ def notification_settings_edit(request: HttpRequest, access: Access) -> HttpResp
 @portal_view(methods=WRITE)
 def endpoint_reenable(request: HttpRequest, access: Access) -> HttpResponse:
     """Enable, and send the held deliveries now rather than at their retry time."""
-    from deliveries import words
-    from deliveries.selectors import endpoint_unfinished
-
     services.endpoint_reenable(endpoint=access.endpoint, retry_held=True)
     # Said from the rows as they are after it, not from what it meant to do.
     left = endpoint_unfinished(endpoint_id=access.endpoint.pk, now=utcnow())

@@ -8,6 +8,7 @@ from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 
+from deliveries.replay import deliveries_recover
 from relayproject.lib.clock import utcnow
 from relayproject.portal.access import READ, WRITE, Access, portal_view
 from relayproject.portal.forms import RecoverForm
@@ -27,8 +28,6 @@ def presets(now) -> list[tuple[str, str]]:
 
 @portal_view(methods=READ + WRITE)
 def endpoint_recover(request: HttpRequest, access: Access) -> HttpResponse:
-    from deliveries.services import deliveries_recover
-
     endpoint = access.endpoint
     if request.method != "POST":
         since = (utcnow() - timedelta(days=1)).strftime("%Y-%m-%dT%H:%M")
@@ -50,7 +49,9 @@ def endpoint_recover(request: HttpRequest, access: Access) -> HttpResponse:
         )
     since = form.cleaned_data["since"]
     if not form.cleaned_data["confirm"]:
-        count = deliveries_recover(endpoint=endpoint, since=since, dry_run=True)
+        count = deliveries_recover(
+            endpoint=endpoint, since=since, dry_run=True, now=utcnow()
+        )
         confirm = RecoverForm(initial={"since": form.data["since"], "confirm": True})
         return page(
             request,
@@ -58,7 +59,7 @@ def endpoint_recover(request: HttpRequest, access: Access) -> HttpResponse:
             "endpoint_recover.html",
             {"form": confirm, "count": count, "since": since, "preview": True},
         )
-    count = deliveries_recover(endpoint=endpoint, since=since)
+    count = deliveries_recover(endpoint=endpoint, since=since, now=utcnow())
     messages.success(
         request,
         f"{count} dead deliver{'y is' if count == 1 else 'ies are'} pending again.",

@@ -10,7 +10,8 @@ import pytest
 from deliveries.dispatch.dispatcher import Dispatcher
 from deliveries.dispatch.transport import Sender, SendResult
 from deliveries.models import Attempt, Delivery
-from deliveries.services import delivery_replay, event_publish
+from deliveries.replay import delivery_replay
+from deliveries.services import event_publish
 from endpoints.models import Endpoint, EndpointHealth
 from tests.support import factories
 from tests.support.fakes import FakeClock, Reply, ScriptedSender
