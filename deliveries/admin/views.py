@@ -28,6 +28,7 @@ from deliveries import selectors, words
 from deliveries.models import Delivery
 from deliveries.ops import alerts, charts, latency
 from deliveries.ops.held import delivery_held, human_seconds
+from deliveries.ops.summary import WINDOWS, dead_letter_analysis, minute_series
 from deliveries.replay import (
     ReplayRefused,
     RetryRefused,
@@ -208,7 +209,7 @@ def pop_window(query: QueryDict) -> tuple[str, QueryDict]:
     """The analysis window from the query string, and the query string without it."""
     query = query.copy()
     window = query.pop("window", [DEFAULT_WINDOW])[-1]
-    if window not in selectors.WINDOWS:
+    if window not in WINDOWS:
         window = DEFAULT_WINDOW
     return window, query
 
@@ -217,10 +218,8 @@ def analysis_context(*, window: str, now: datetime | None = None) -> dict:
     now = now or utcnow()
     return {
         "window": window,
-        "windows": list(selectors.WINDOWS),
-        "analysis": selectors.dead_letter_analysis(
-            since=now - selectors.WINDOWS[window], until=now
-        ),
+        "windows": list(WINDOWS),
+        "analysis": dead_letter_analysis(since=now - WINDOWS[window], until=now),
     }
 
 
@@ -228,7 +227,7 @@ class PipelineView(AdminView):
     def get(self, request: HttpRequest) -> HttpResponse:
         self.require(request, "view")
         now = utcnow()
-        summary = selectors.pipeline_summary(now=now)
+        summary = alerts.pipeline_summary(now=now)
         alive, stale = alerts.dispatchers(now=now)
         waits, waits_at = latency.publish_latency_recent(now=now)
         context = {
@@ -238,7 +237,7 @@ class PipelineView(AdminView):
             "summary": summary,
             "oldest_age": human_seconds(summary.oldest_pending_age_seconds),
             "avg_latency": human_seconds(summary.avg_latency_seconds_last_hour),
-            "chart": charts.minute_chart(selectors.minute_series(now=now)),
+            "chart": charts.minute_chart(minute_series(now=now)),
             "latency_rows": latency.latency_rows(waits),
             "latency_at": waits_at,
             "alive": alive,

@@ -13,7 +13,7 @@ from deliveries.models import Delivery
 from deliveries.notifications import policy
 from deliveries.notifications.operational import OPERATIONAL_MERCHANT_SLUG
 from deliveries.notifications.watch import episode_of, held_count, last_error
-from deliveries.ops.alerts import Alert
+from deliveries.ops.summary import Alert
 from endpoints.models import Endpoint, EndpointHealth
 
 DAY = timedelta(hours=24)

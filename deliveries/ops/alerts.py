@@ -9,35 +9,23 @@ append it to CHECKS; it reads what it needs with bounded, indexed queries.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db.models import Count
 
 from deliveries.models import Attempt, Delivery, DispatcherHeartbeat
+from deliveries.notifications.selectors import failure_alerts
 from deliveries.ops import counters
 from deliveries.ops.held import human_seconds, when
+from deliveries.ops.summary import DAY, Alert, PipelineSummary, pipeline_counts
 from deliveries.words import error_words
 from endpoints import breaker
 from endpoints import words as endpoint_words
 from endpoints.models import Endpoint, EndpointHealth
 
-if TYPE_CHECKING:
-    from deliveries.selectors import PipelineSummary
-
-DAY = timedelta(hours=24)
 OLDEST_PENDING_ALERT = timedelta(minutes=30)
-
-
-@dataclass(frozen=True)
-class Alert:
-    kind: str  # e.g. "breaker_open": stable, for scripts reading --json
-    text: str  # one line for people
-
-    def __str__(self) -> str:
-        return self.text
 
 
 @dataclass(frozen=True)
@@ -283,8 +271,6 @@ def check_slow(summary: PipelineSummary) -> list[Alert]:
 def check_failing(summary: PipelineSummary) -> list[Alert]:
     """The operational endpoints' own health (loud), and endpoints failing with
     a closed breaker (deliveries.notifications)."""
-    from deliveries.notifications.selectors import failure_alerts
-
     return failure_alerts(now=summary.now)
 
 
@@ -345,3 +331,9 @@ CHECKS: list[Callable[[PipelineSummary], list[Alert]]] = [
 
 def pipeline_alerts(summary: PipelineSummary) -> list[Alert]:
     return [alert for check in CHECKS for alert in check(summary)]
+
+
+def pipeline_summary(*, now: datetime) -> PipelineSummary:
+    """The numbers of contract section 7, with a line per alert."""
+    summary = pipeline_counts(now=now)
+    return replace(summary, alerts=pipeline_alerts(summary))

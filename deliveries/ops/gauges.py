@@ -14,9 +14,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 
-from deliveries import selectors
 from deliveries.models import AnalysisSnapshot
-from deliveries.ops import alerts
+from deliveries.ops import alerts, summary
 
 SNAPSHOT = "queue_gauges"  # its AnalysisSnapshot row
 REFRESH_EVERY = timedelta(seconds=5)
@@ -45,9 +44,9 @@ class QueueGauges:
 
 
 def queue_gauges_compute(*, now: datetime) -> QueueGauges:
-    _, age = selectors.oldest_pending(now=now)
+    _, age = summary.oldest_pending(now=now)
     return QueueGauges(
-        queue_depth=selectors.queue_depth(now=now),
+        queue_depth=summary.queue_depth(now=now),
         oldest_pending_seconds=age or 0.0,
         breakers_open=alerts.breakers_open_count(),
         endpoints_disabled=alerts.endpoints_disabled_count(),

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from deliveries import selectors
+from deliveries.ops import alerts, summary
 from endpoints.models import EndpointHealth
 from tests.support import factories, seed
 
@@ -103,7 +103,7 @@ def world():
 
 
 def test_pipeline_summary_counts_each_state_and_window(world):
-    s = selectors.pipeline_summary(now=NOW)
+    s = alerts.pipeline_summary(now=NOW)
 
     assert (s.pending, s.awaiting_retry, s.in_flight, s.dead) == (2, 1, 1, 5)
     assert (s.delivered_last_hour, s.failed_last_hour) == (3, 2)
@@ -116,17 +116,17 @@ def test_pipeline_summary_warns_of_old_pending_growing_dead_and_slow_endpoints(w
     a, _ = world
     EndpointHealth.objects.filter(pk=a.pk).update(p95_ms=2500, sample_count=30)
 
-    alerts = [a.text for a in selectors.pipeline_summary(now=NOW).alerts]
+    lines = [alert.text for alert in alerts.pipeline_summary(now=NOW).alerts]
 
-    assert len(alerts) == 3
-    assert "waited 40 min 0 s" in alerts[0]
-    assert "4 in the last 24 h against 1" in alerts[1]
-    assert a.pk in alerts[2] and "2500 ms" in alerts[2]
+    assert len(lines) == 3
+    assert "waited 40 min 0 s" in lines[0]
+    assert "4 in the last 24 h against 1" in lines[1]
+    assert a.pk in lines[2] and "2500 ms" in lines[2]
 
 
 def test_a_quiet_pipeline_has_no_alert():
     factories.endpoint()
-    assert selectors.pipeline_summary(now=NOW).alerts == []
+    assert alerts.pipeline_summary(now=NOW).alerts == []
 
 
 def test_slow_endpoints_need_enough_samples(world):
@@ -134,13 +134,13 @@ def test_slow_endpoints_need_enough_samples(world):
     EndpointHealth.objects.filter(pk=a.pk).update(p95_ms=2500, sample_count=30)
     EndpointHealth.objects.filter(pk=b.pk).update(p95_ms=9000, sample_count=19)
 
-    assert [s.endpoint_id for s in selectors.slow_endpoints()] == [a.pk]
+    assert [s.endpoint_id for s in summary.slow_endpoints()] == [a.pk]
 
 
 def test_dead_letter_analysis_groups_by_endpoint_for_the_window(world):
     a, b = world
 
-    groups = selectors.dead_letter_analysis(since=ago(hours=24), until=NOW)
+    groups = summary.dead_letter_analysis(since=ago(hours=24), until=NOW)
 
     assert [g.endpoint_id for g in groups] == [a.pk, b.pk]
     ga, gb = groups
@@ -159,15 +159,15 @@ def test_dead_letter_analysis_window(world, window, expected):
     a, b = world
     names = {a.pk: "a", b.pk: "b"}
 
-    groups = selectors.dead_letter_analysis(
-        since=NOW - selectors.WINDOWS[window], until=NOW
+    groups = summary.dead_letter_analysis(
+        since=NOW - summary.WINDOWS[window], until=NOW
     )
 
     assert {names[g.endpoint_id]: g.count for g in groups} == expected
 
 
 def test_minute_series_buckets_delivered_and_failed_per_minute(world):
-    series = selectors.minute_series(now=NOW)
+    series = summary.minute_series(now=NOW)
 
     assert len(series) == 60
     assert sum(d for _, d, _ in series) == 3
@@ -194,7 +194,7 @@ def test_due_now_counts_only_rows_a_dispatcher_may_claim(
     type(endpoint).objects.filter(pk=endpoint.pk).update(is_active=active)
     seed.delivery(endpoint, status="pending", created_at=ago(minutes=5))
 
-    s = selectors.pipeline_summary(now=NOW)
+    s = alerts.pipeline_summary(now=NOW)
 
     assert (s.pending, s.held, s.awaiting_retry) == (pending, held, 0)
     # "Oldest pending" and "due now" describe the same rows.

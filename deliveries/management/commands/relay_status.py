@@ -12,9 +12,9 @@ from datetime import datetime
 
 from django.core.management.base import BaseCommand, CommandError
 
-from deliveries import selectors
 from deliveries.ops import alerts, latency
 from deliveries.ops.held import human_seconds
+from deliveries.ops.summary import WINDOWS, PipelineSummary, dead_letter_analysis
 from endpoints.words import STATE_WORDS
 from relayproject.lib import citus
 from relayproject.lib.clock import utcnow
@@ -154,7 +154,7 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--window",
-            choices=list(selectors.WINDOWS),
+            choices=list(WINDOWS),
             default="24h",
             help="dead-letter analysis window (default 24h)",
         )
@@ -164,11 +164,11 @@ class Command(BaseCommand):
         if options["check"] and summary.alerts:
             raise CommandError(f"{len(summary.alerts)} alert(s)", returncode=1)
 
-    def report(self, options) -> selectors.PipelineSummary:
+    def report(self, options) -> PipelineSummary:
         now = utcnow()
-        summary = selectors.pipeline_summary(now=now)
-        analysis = selectors.dead_letter_analysis(
-            since=now - selectors.WINDOWS[options["window"]], until=now
+        summary = alerts.pipeline_summary(now=now)
+        analysis = dead_letter_analysis(
+            since=now - WINDOWS[options["window"]], until=now
         )
         waits, _ = latency.publish_latency_recent(now=now)
         if options["json"]:

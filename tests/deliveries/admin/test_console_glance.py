@@ -11,7 +11,7 @@ import pytest
 from django.contrib.messages import get_messages
 from django.urls import reverse
 
-from deliveries.ops.alerts import Alert
+from deliveries.ops.summary import Alert
 from deliveries.templatetags.relay_console import alert_link
 from endpoints.admin.present import middle_cut
 from endpoints.health import endpoint_breaker_open

@@ -10,7 +10,6 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
-from deliveries import selectors
 from deliveries.dispatch.heartbeat import Heartbeat, heartbeat_touch
 from deliveries.dispatch.maintenance import GaugeRefresher
 from deliveries.models import DispatcherHeartbeat
@@ -37,7 +36,7 @@ def check() -> tuple[int, str]:
 
 
 def kinds(now: datetime) -> list[str]:
-    return [a.kind for a in selectors.pipeline_summary(now=now).alerts]
+    return [a.kind for a in alerts.pipeline_summary(now=now).alerts]
 
 
 def pipeline(client) -> str:
@@ -64,7 +63,7 @@ def test_an_open_breaker_is_an_alert_with_its_held_rows(admin_client):
         endpoint_id=endpoint.pk, reason="10 consecutive failures", now=now
     )
 
-    [alert] = selectors.pipeline_summary(now=now).alerts
+    [alert] = alerts.pipeline_summary(now=now).alerts
 
     assert alert.kind == "breaker_open"
     assert alert.text.startswith(f"Endpoint {endpoint.pk} (")
@@ -91,7 +90,7 @@ def test_an_endpoint_disabled_in_the_last_day_is_an_alert(admin_client):
     endpoint_disable(endpoint=recent, reason="410 Gone", now=now - timedelta(hours=2))
     endpoint_disable(endpoint=old, reason="by staff", now=now - timedelta(hours=25))
 
-    [alert] = selectors.pipeline_summary(now=now).alerts
+    [alert] = alerts.pipeline_summary(now=now).alerts
 
     assert alert.kind == "endpoint_disabled"
     assert alert.text.startswith(f"Endpoint {recent.pk} (")
@@ -117,7 +116,7 @@ def test_a_dispatcher_that_stops_beating_is_listed_with_its_last_seen_time(
     heartbeat_touch(worker_id="host-a-1", now=NOW)
 
     assert kinds(NOW + timedelta(seconds=19)) == []
-    [alert] = selectors.pipeline_summary(now=NOW + timedelta(seconds=21)).alerts
+    [alert] = alerts.pipeline_summary(now=NOW + timedelta(seconds=21)).alerts
     assert alert.kind == "dispatcher_stale"
     assert alert.text == (
         "Dispatcher host-a-1 stopped heartbeating: last seen 14:00:00 UTC."
