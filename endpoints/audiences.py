@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from django.db import connection
 
 from endpoints.models import Endpoint, Merchant
-from relayproject.lib import citus, rowsql
+from relayproject.lib import citus, dbfeatures, rowsql
 from relayproject.lib.ttlcache import TtlCache
 
 MAX_ENTRIES = 10_000  # merchants cached per process; bounds memory
@@ -134,7 +134,7 @@ def audiences(
     """
     slugs, merchant_ids = list(slugs), list(merchant_ids)
     found: dict[str, Audience] = {}
-    if cached and connection.vendor == "postgresql":
+    if cached and dbfeatures.row_fingerprints():
         slugs, merchant_ids = _from_cache(slugs, merchant_ids, found)
     if slugs or merchant_ids:
         read, _ = _audiences(slugs, merchant_ids, lock="")
@@ -177,11 +177,11 @@ def _audiences(
 ) -> tuple[dict[str, Audience], bool]:
     # On PostgreSQL each row also carries its merchant's fingerprint, so what
     # was read can be cached and checked later.
-    postgres = connection.vendor == "postgresql"
-    if postgres and citus.on():
+    fingerprinted = dbfeatures.row_fingerprints()
+    if fingerprinted and citus.on():
         return _audiences_by_shard(slugs, merchant_ids, lock=lock)
     sql = (
-        f"SELECT {_fingerprint('m') if postgres else 'NULL'}, "
+        f"SELECT {_fingerprint('m') if fingerprinted else 'NULL'}, "
         f"{rowsql.columns(Merchant, 'm')}, {rowsql.columns(Endpoint, 'e')} "
         "FROM endpoints_merchant m LEFT JOIN endpoints_endpoint e "
         "ON e.merchant_id = m.id AND e.is_active "
@@ -201,7 +201,7 @@ def _audiences(
         cursor.execute(sql, params)
         rows = cursor.fetchall()
     got = bool(rows and rows[0][0]) if lock else False
-    return _found(rows, skip=2 if lock else 1, postgres=postgres), got
+    return _found(rows, skip=2 if lock else 1, fingerprinted=fingerprinted), got
 
 
 def _audiences_by_shard(
@@ -231,10 +231,10 @@ def _audiences_by_shard(
                 [pk, pk, pk],
             )
             rows += cursor.fetchall()
-    return _found(rows, skip=1, postgres=True), got
+    return _found(rows, skip=1, fingerprinted=True), got
 
 
-def _found(rows: list, *, skip: int, postgres: bool) -> dict[str, Audience]:
+def _found(rows: list, *, skip: int, fingerprinted: bool) -> dict[str, Audience]:
     width = len(Merchant._meta.concrete_fields)
     found: dict[str, Audience] = {}
     prints: dict[str, str] = {}
@@ -246,7 +246,7 @@ def _found(rows: list, *, skip: int, postgres: bool) -> dict[str, Audience]:
             prints[slug] = fingerprint
         if row[width] is not None:
             found[slug].endpoints.append(rowsql.from_row(Endpoint, row[width:]))
-    if postgres:
+    if fingerprinted:
         for slug, audience in found.items():
             cache.put(replace(audience, fingerprint=prints[slug]))
     return found

@@ -39,7 +39,7 @@ from typing import TypeVar
 
 from django.db import OperationalError, connection, transaction
 
-from relayproject.lib import citus
+from relayproject.lib import citus, dbfeatures
 from relayproject.lib.ids import id_floor
 
 logger = logging.getLogger(__name__)
@@ -97,7 +97,7 @@ def day_start(day: date) -> datetime:
 
 def partitioned() -> bool:
     """True on PostgreSQL once migration 0006 has partitioned the tables."""
-    if connection.vendor != "postgresql":
+    if not dbfeatures.day_partitions():
         return False
     with connection.cursor() as cursor:
         cursor.execute(

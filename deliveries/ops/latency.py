@@ -25,7 +25,7 @@ from django.db.models import OuterRef, Subquery
 from deliveries.models import AnalysisSnapshot, Attempt, Delivery
 from deliveries.ops.held import human_seconds
 from deliveries.ops.stats import QUANTILES, percentile_cont
-from relayproject.lib import citus
+from relayproject.lib import citus, dbfeatures
 
 WINDOW = timedelta(hours=24)
 PIPELINE = ""  # the key of the whole-pipeline row
@@ -98,7 +98,7 @@ GROUP BY GROUPING SETS ((endpoint_id), ())
 
 def publish_latency(*, now: datetime) -> PublishLatency:
     since = now - WINDOW
-    if connection.vendor == "postgresql":
+    if dbfeatures.percentiles_in_sql():
         return _from_postgres(since)
     return _in_python(since)
 

@@ -14,6 +14,7 @@ from django.db import connection
 
 from deliveries.models import Attempt
 from endpoints import breaker, health
+from relayproject.lib import dbfeatures
 
 WINDOW = timedelta(hours=24)
 QUANTILES = (0.5, 0.95, 0.99)
@@ -48,7 +49,7 @@ def endpoint_latency(
     *, since: datetime
 ) -> dict[str, tuple[float, float, float, int, float]]:
     """endpoint id -> (p50, p95, p99, samples, success rate) over attempts since `since`."""
-    if connection.vendor == "postgresql":
+    if dbfeatures.percentiles_in_sql():
         with connection.cursor() as cursor:
             cursor.execute(_PG_SQL, [since])
             return {

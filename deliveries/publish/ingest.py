@@ -28,13 +28,14 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
-from django.db import connection, transaction
+from django.db import transaction
 
 from deliveries.models import Event
 from deliveries.publish.rate import publish_rate_take
 from deliveries.selectors import event_by_idempotency_key
 from deliveries.services import EventInput, drafts_publish, request_fingerprint
 from endpoints.audiences import Audience, audience_locked, audiences
+from relayproject.lib import dbfeatures
 from relayproject.lib.clock import utcnow
 
 
@@ -92,7 +93,7 @@ def event_ingest(
 
         return drafts_publish(read=read, now=utcnow(), rate_limited=True)[0], False
     with transaction.atomic():
-        if connection.vendor == "postgresql":
+        if dbfeatures.shared_by_many_processes():
             audience, got = audience_locked(slug=merchant, lock=f"{scope}:{key}")
         else:
             audience, got = audiences(slugs=[merchant]).get(merchant), True

@@ -24,7 +24,7 @@ from django.db import IntegrityError, connection, transaction
 
 from deliveries.models import Delivery, Event
 from endpoints.audiences import AudienceChanged, guard_sql
-from relayproject.lib import citus, rowsql
+from relayproject.lib import citus, dbfeatures, rowsql
 
 NOTIFY_CHANNEL = "relay_deliveries"
 
@@ -59,16 +59,16 @@ def drafts_write(
     """
     if not drafts:
         return True
-    if connection.vendor == "postgresql" and citus.on():
+    if dbfeatures.batch_statements() and citus.on():
         return _write_by_shard(drafts, only_new_key, unchanged or {})
-    if connection.vendor == "postgresql":
+    if dbfeatures.batch_statements():
         return _write_postgres(drafts, only_new_key, unchanged or {})
     return _write_orm(drafts, idempotent=only_new_key)
 
 
 def notify_dispatchers() -> None:
     """Wake idle dispatchers (on commit), once per transaction."""
-    if connection.vendor == "postgresql" and not _notified():
+    if dbfeatures.shared_by_many_processes() and not _notified():
         with connection.cursor() as cursor:
             cursor.execute(f"NOTIFY {NOTIFY_CHANNEL}")
         _mark_notified()

@@ -44,6 +44,7 @@ from django.db import connection, transaction
 from deliveries.models import PublishBucket
 from endpoints import quotas
 from endpoints.models import Merchant
+from relayproject.lib import dbfeatures
 from relayproject.lib.limits import LimitExceeded
 
 # asked: what this publish wants; w: with each merchant's rate and burst read
@@ -123,7 +124,7 @@ def publish_rate_take(*, costs: Mapping[int, tuple[Merchant, int]], now: float) 
     wants = [(merchant, count) for merchant, count in costs.values() if count > 0]
     if not wants:
         return
-    if connection.vendor == "postgresql":
+    if dbfeatures.batch_statements():
         rows = _take_postgres(wants, now)
     else:
         rows = _take_orm(wants, now)
@@ -194,7 +195,7 @@ def _waits(refused: list[Row], now: float) -> dict[int, float]:
     """Seconds each refused merchant must wait, from its bucket read anew: the
     take's own snapshot predates the commit it waited for."""
     ids = [m.pk for m, *_ in refused]
-    if connection.vendor == "postgresql":
+    if dbfeatures.batch_statements():
         with connection.cursor() as cursor:
             cursor.execute(_READ_SQL, [ids])
             left = {row[0]: row[1:] for row in cursor.fetchall()}

@@ -13,10 +13,11 @@ import binascii
 import json
 
 from django.core.paginator import Paginator
-from django.db import connection
 from django.db.models import QuerySet
 from django.utils.functional import cached_property
 from ninja.errors import ValidationError
+
+from relayproject.lib import dbfeatures
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 200
@@ -96,7 +97,7 @@ class EstimatedCountPaginator(Paginator):
         exact = rows[: self.CAP + 1].count()
         if exact <= self.CAP:
             return exact
-        if connection.vendor != "postgresql":
+        if not dbfeatures.estimated_counts():
             return rows.count()  # SQLite is for small databases
         # The ids alone: the estimate is the same, and planning the list's
         # joins across every day partition cost more than the count.

@@ -13,6 +13,7 @@ from deliveries.models import Attempt, Delivery, Event
 from deliveries.ops.stats import QUANTILES, WINDOW, percentile_cont
 from deliveries.request import outgoing_headers
 from deliveries.words import error_words
+from relayproject.lib import dbfeatures
 from relayproject.lib.pagination import keyset_page
 
 PAGE_SIZE = 50
@@ -49,7 +50,7 @@ SELECT type FROM seen WHERE type IS NOT NULL LIMIT %(limit)s
 
 def event_types_seen(*, merchant_id: int) -> list[str]:
     """Event types this merchant has published, for the subscription picker."""
-    if connection.vendor == "postgresql":
+    if dbfeatures.loose_index_scans():
         with connection.cursor() as cursor:
             cursor.execute(
                 _TYPES_SKIP_SCAN, {"m": merchant_id, "limit": EVENT_TYPES_SHOWN}
@@ -229,7 +230,7 @@ def endpoint_window(*, endpoint_id: str, now: datetime) -> EndpointWindow:
     """Percentiles, success rate and hourly counts over the last 24 h, one query."""
     since = now - WINDOW
     first_hour = since.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
-    if connection.vendor == "postgresql":
+    if dbfeatures.percentiles_in_sql():
         counts, quantiles, samples, successes = _window_postgres(
             endpoint_id, since=since, first_hour=first_hour
         )

@@ -9,7 +9,6 @@ from dataclasses import asdict
 
 from django.conf import settings
 from django.core.management.base import BaseCommand
-from django.db import connection
 
 from deliveries.dispatch.dispatcher import Dispatcher
 from deliveries.dispatch.heartbeat import Heartbeat
@@ -25,6 +24,7 @@ from deliveries.dispatch.session import limit_dispatcher_sessions
 from deliveries.dispatch.transport import AsyncSender
 from deliveries.dispatch.wakeup import make_waker
 from deliveries.notifications.step import OperationalCheck
+from relayproject.lib import dbfeatures
 from relayproject.lib.logs import log_process_bind
 from relayproject.lib.tracing import tracing_flush
 
@@ -89,9 +89,11 @@ class Command(BaseCommand):
                 OperationalCheck(),
             ),
             liveness=liveness,
-            # Only PostgreSQL runs several dispatchers that could take over
-            # this one's rows; SQLite's one dispatcher never holds its sends.
-            hold_after=dead_after / 2 if connection.vendor == "postgresql" else None,
+            # Hold sends only where another dispatcher could take over this
+            # one's rows; a lone dispatcher never holds its sends.
+            hold_after=dead_after / 2
+            if dbfeatures.shared_by_many_processes()
+            else None,
             start_margin=start_margin(
                 lease_seconds=lease,
                 timeout=settings.HTTP_TIMEOUT_SECONDS,
