@@ -29,6 +29,8 @@ from pathlib import Path
 
 from deliveries_bench import tables_empty  # bench/, beside this script
 
+from relayproject.lib.clock import utcnow
+
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DB = "postgres://postgres@127.0.0.1:5432/bench_claim"
 BATCH = 50
@@ -68,9 +70,9 @@ def backlog(*, rows: int) -> None:
     # would take the ORM longer than the whole measurement.
     tables_empty()
     merchant = Merchant.objects.create(slug="bench", name="bench")
-    big = endpoint_create(merchant=merchant, url="http://127.0.0.1:9/big")
+    big = endpoint_create(merchant=merchant, url="http://127.0.0.1:9/big", now=utcnow())
     others = [
-        endpoint_create(merchant=merchant, url=f"http://127.0.0.1:9/o{n}")
+        endpoint_create(merchant=merchant, url=f"http://127.0.0.1:9/o{n}", now=utcnow())
         for n in range(OTHERS)
     ]
     with connection.cursor() as cursor:

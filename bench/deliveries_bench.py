@@ -39,6 +39,8 @@ from pathlib import Path
 
 import requests
 
+from relayproject.lib.clock import utcnow
+
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "out"
 # The project tree whose engine is measured; set by main(). By default a
@@ -352,7 +354,7 @@ def relay_reset(*, base: str, endpoints: int) -> None:
         merchant.max_in_flight = 100_000
         merchant.save(update_fields=["max_in_flight"])
     for i in range(endpoints):
-        endpoint_create(merchant=merchant, url=f"{base}/e{i}")
+        endpoint_create(merchant=merchant, url=f"{base}/e{i}", now=utcnow())
 
 
 def events_make(count: int, *, chunk: int = 500) -> None:

@@ -31,6 +31,8 @@ from datetime import timedelta
 from io import StringIO
 from pathlib import Path
 
+from relayproject.lib.clock import utcnow
+
 ROOT = Path(__file__).resolve().parent.parent
 DB = "bench_retention"
 # The last migration before the history was partitioned.
@@ -191,11 +193,10 @@ def _seed(rows: int, *, plain: bool) -> None:
     from deliveries.history import partitions
     from endpoints.models import Merchant
     from endpoints.services import endpoint_create
-    from relayproject.lib.clock import utcnow
 
     merchant = Merchant.objects.create(slug="bench", name="Bench")
     for n in range(50):
-        endpoint_create(merchant=merchant, url=f"http://127.0.0.1:9/{n}")
+        endpoint_create(merchant=merchant, url=f"http://127.0.0.1:9/{n}", now=utcnow())
     today = utcnow().date()
     if not plain:
         partitions.partitions_ensure(
@@ -215,7 +216,6 @@ def _timings(rows: int, attempts: int, *, plain: bool) -> dict:
 
     from deliveries.dispatch import claiming
     from deliveries.dispatch.session import limit_dispatcher_sessions
-    from relayproject.lib.clock import utcnow
 
     # Claim on a session like run_dispatcher's (its limits, and the claim's
     # statements prepared once they repeat), so what is timed is what a

@@ -28,6 +28,8 @@ import time
 from io import StringIO
 from pathlib import Path
 
+from relayproject.lib.clock import utcnow
+
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DB = "postgres://postgres@127.0.0.1:5432/relay_scale"
 ENDPOINTS = 50
@@ -163,6 +165,7 @@ def seed(rows: int) -> float:
             merchant=merchant,
             url=f"http://127.0.0.1:9/hooks/{n}",
             event_types=[],
+            now=utcnow(),
         ).pk
         for n in range(ENDPOINTS)
     ]

@@ -26,6 +26,7 @@ from endpoints.schemas import (
     PortalSessionOut,
     SecretRotated,
 )
+from relayproject.lib.clock import utcnow
 from relayproject.lib.pagination import DEFAULT_LIMIT, MAX_LIMIT, paginate
 from relayproject.lib.problems import COMMON_ERRORS, Problem
 
@@ -53,7 +54,9 @@ def merchant_get(request: HttpRequest, slug: str):
 def endpoint_create(request: HttpRequest, slug: str, payload: EndpointIn):
     """Create an endpoint; the answer holds its signing secret, shown only here."""
     merchant = visible_merchant(request, slug)
-    endpoint = services.endpoint_create(merchant=merchant, **payload.dict())
+    endpoint = services.endpoint_create(
+        merchant=merchant, **payload.dict(), now=utcnow()
+    )
     endpoint.secret = endpoint.secrets.get().secret
     return Status(201, endpoint)
 
@@ -94,7 +97,7 @@ def endpoint_update(
     endpoint = visible_endpoint(request, slug, endpoint_id)
     changes = payload.changes()
     services.endpoint_update(
-        endpoint=endpoint, by=f"api:{api_key(request).name}", **changes
+        endpoint=endpoint, by=f"api:{api_key(request).name}", **changes, now=utcnow()
     )
     return visible_endpoint(request, slug, endpoint_id)
 
@@ -114,7 +117,7 @@ def endpoint_delete(request: HttpRequest, slug: str, endpoint_id: str):
 def endpoint_rotate_secret(request: HttpRequest, slug: str, endpoint_id: str):
     """New secret now; the previous one keeps signing until previous_expires_at."""
     endpoint = visible_endpoint(request, slug, endpoint_id)
-    secret, expires = services.endpoint_rotate_secret(endpoint=endpoint)
+    secret, expires = services.endpoint_rotate_secret(endpoint=endpoint, now=utcnow())
     return {"secret": secret.secret, "previous_expires_at": expires}
 
 
@@ -142,7 +145,7 @@ def portal_session_create(
             "developer, or have a superuser allow owner links on the key."
         )
     link, token = portal_links.portal_link_create(
-        merchant=merchant, role=role, created_by=f"api key {key.prefix}"
+        merchant=merchant, role=role, created_by=f"api key {key.prefix}", now=utcnow()
     )
     url = request.build_absolute_uri(reverse("portal:link_open", args=[token]))
     return Status(201, {"url": url, "expires_at": link.expires_at})

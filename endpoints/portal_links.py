@@ -18,7 +18,6 @@ from datetime import datetime, timedelta
 from django.conf import settings
 
 from endpoints.models import Merchant, PortalLink
-from relayproject.lib.clock import utcnow
 from relayproject.lib.sessions import session_seen
 
 logger = logging.getLogger("relayproject.portal")
@@ -31,10 +30,9 @@ def _hash(token: str) -> str:
 
 
 def portal_link_create(
-    *, merchant: Merchant, role: str, created_by: str, now: datetime | None = None
+    *, merchant: Merchant, role: str, created_by: str, now: datetime
 ) -> tuple[PortalLink, str]:
     """A new link and its token (shown once: only the hash is stored)."""
-    now = now or utcnow()
     token = secrets.token_urlsafe(32)
     link = PortalLink.objects.create(
         merchant=merchant,
@@ -64,7 +62,7 @@ class LinkRefused(Exception):
         self.reason = reason
 
 
-def portal_link_redeem(*, token: str, now: datetime | None = None) -> PortalLink:
+def portal_link_redeem(*, token: str, now: datetime) -> PortalLink:
     """Use the link once, or raise LinkRefused.
 
     Whatever the answer, the link is spent by this one conditional UPDATE: a
@@ -72,7 +70,6 @@ def portal_link_redeem(*, token: str, now: datetime | None = None) -> PortalLink
     open the portal later either (say, once the merchant is active again),
     and of two browsers racing for it exactly one gets the row.
     """
-    now = now or utcnow()
     token_hash = _hash(token)
     spent = PortalLink.objects.filter(
         token_hash=token_hash, used_at__isnull=True
@@ -115,9 +112,8 @@ class SessionLink:
     expires_at: float  # unix seconds
 
 
-def session_start(session, *, link: PortalLink, now: datetime | None = None) -> None:
+def session_start(session, *, link: PortalLink, now: datetime) -> None:
     """Make this session a link session (the caller has flushed any earlier one)."""
-    now = now or utcnow()
     lifetime = settings.PORTAL_SESSION_SECONDS
     session[SESSION_KEY] = {
         "link_id": link.pk,
@@ -130,12 +126,11 @@ def session_start(session, *, link: PortalLink, now: datetime | None = None) -> 
     session_seen(session, now=now.timestamp())
 
 
-def session_link(session, *, now: datetime | None = None) -> SessionLink | None:
+def session_link(session, *, now: datetime) -> SessionLink | None:
     """The link this session was opened with, while it lasts."""
     data = session.get(SESSION_KEY)
     if not data:
         return None
-    now = now or utcnow()
     if data.get("expires_at", 0) <= now.timestamp():
         return None
     return SessionLink(

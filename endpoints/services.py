@@ -123,10 +123,9 @@ def endpoint_create(
     headers: dict[str, str] | None = None,
     max_in_flight: int | None = None,
     permanent_statuses: Sequence[int] = (),
-    now: datetime | None = None,
+    now: datetime,
 ) -> Endpoint:
     """Create an endpoint with its first signing secret and a closed breaker."""
-    now = now or utcnow()
     errors = _clean_fields(
         url=url,
         event_types=event_types,
@@ -176,7 +175,7 @@ def endpoint_update(
     permanent_statuses=_UNSET,
     is_active=_UNSET,
     by: str = "api",
-    now: datetime | None = None,
+    now: datetime,
 ) -> Endpoint:
     """Change only the fields given; validate them all before writing any."""
     errors = _clean_fields(
@@ -310,10 +309,9 @@ def endpoint_delete(*, endpoint: Endpoint) -> None:
 
 
 def endpoint_rotate_secret(
-    *, endpoint: Endpoint, now: datetime | None = None
+    *, endpoint: Endpoint, now: datetime
 ) -> tuple[EndpointSecret, datetime]:
     """New secret signs from now on; live older ones keep signing for the overlap."""
-    now = now or utcnow()
     expires = now + timedelta(seconds=settings.SECRET_ROTATION_OVERLAP_SECONDS)
     with transaction.atomic():
         # Only the newest secret gets the overlap; any older secret still

@@ -259,7 +259,7 @@ class DeadLetterAdmin(ReplayableAdmin):
         # reads the query string, or it would refuse it as an unknown field.
         window, request.GET = admin_views.pop_window(request.GET)
         extra_context = extra_context or {}
-        extra_context.update(admin_views.analysis_context(window=window))
+        extra_context.update(admin_views.analysis_context(window=window, now=utcnow()))
         return super().changelist_view(request, extra_context)
 
 

@@ -214,8 +214,7 @@ def pop_window(query: QueryDict) -> tuple[str, QueryDict]:
     return window, query
 
 
-def analysis_context(*, window: str, now: datetime | None = None) -> dict:
-    now = now or utcnow()
+def analysis_context(*, window: str, now: datetime) -> dict:
     return {
         "window": window,
         "windows": list(WINDOWS),

@@ -23,6 +23,7 @@ from endpoints.schemas import (
     EndpointPatch,
     SecretRotated,
 )
+from relayproject.lib.clock import utcnow
 from relayproject.lib.pagination import DEFAULT_LIMIT, MAX_LIMIT, paginate
 from relayproject.lib.problems import COMMON_ERRORS, Problem
 
@@ -60,7 +61,7 @@ def operational_endpoint_create(request: HttpRequest, payload: EndpointIn):
     The answer holds its signing secret, shown only here.
     """
     _platform_only(request)
-    endpoint = services.operational_endpoint_create(**payload.dict())
+    endpoint = services.operational_endpoint_create(**payload.dict(), now=utcnow())
     endpoint.secret = endpoint.secrets.get().secret
     return Status(201, endpoint)
 
@@ -88,7 +89,7 @@ def operational_endpoint_update(
     endpoint = _get(request, endpoint_id)
     changes = payload.changes()
     services.operational_endpoint_update(
-        endpoint=endpoint, by=f"api:{api_key(request).name}", **changes
+        endpoint=endpoint, by=f"api:{api_key(request).name}", **changes, now=utcnow()
     )
     return _get(request, endpoint_id)
 
@@ -106,5 +107,7 @@ def operational_endpoint_delete(request: HttpRequest, endpoint_id: str):
 def operational_endpoint_rotate_secret(request: HttpRequest, endpoint_id: str):
     """New secret now; the previous one keeps signing until previous_expires_at."""
     endpoint = _get(request, endpoint_id)
-    secret, expires = endpoint_services.endpoint_rotate_secret(endpoint=endpoint)
+    secret, expires = endpoint_services.endpoint_rotate_secret(
+        endpoint=endpoint, now=utcnow()
+    )
     return {"secret": secret.secret, "previous_expires_at": expires}

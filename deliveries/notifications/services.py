@@ -20,20 +20,16 @@ from deliveries.publish.outbox import notify_dispatchers
 from endpoints import services as endpoint_services
 from endpoints.matching import subscribes_to
 from endpoints.models import Endpoint, Merchant
-from relayproject.lib.clock import utcnow
 
 MAX_EXTRA_EMAILS = 10
 
 
-def endpoint_reenable(
-    *, endpoint: Endpoint, retry_held: bool, now: datetime | None = None
-) -> int:
+def endpoint_reenable(*, endpoint: Endpoint, retry_held: bool, now: datetime) -> int:
     """Enable (breaker closed); with retry_held, held deliveries are due now.
 
     Held deliveries keep their attempt counts: being held spent nothing.
     Returns how many pending deliveries the endpoint has.
     """
-    now = now or utcnow()
     with transaction.atomic():
         endpoint_services.endpoint_enable(endpoint=endpoint)
         pending = Delivery.objects.filter(

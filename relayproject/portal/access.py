@@ -23,6 +23,7 @@ from django.urls import reverse
 from deliveries.models import Delivery
 from endpoints import portal_links
 from endpoints.models import Endpoint, Membership, Merchant
+from relayproject.lib.clock import utcnow
 from relayproject.portal.selectors import delivery_of_merchant
 
 logger = logging.getLogger("relayproject.portal")
@@ -71,7 +72,7 @@ class Access:
 
 def grant_get(request: HttpRequest, *, slug: str) -> Grant:
     """The visitor's grant on the merchant with this slug, or Http404."""
-    link = portal_links.session_link(request.session)
+    link = portal_links.session_link(request.session, now=utcnow())
     if link is not None:
         merchant = Merchant.objects.filter(
             pk=link.merchant_id, slug=slug, is_active=True
@@ -90,7 +91,7 @@ def grant_get(request: HttpRequest, *, slug: str) -> Grant:
 
 def signed_in(request: HttpRequest) -> bool:
     return request.user.is_authenticated or (
-        portal_links.session_link(request.session) is not None
+        portal_links.session_link(request.session, now=utcnow()) is not None
     )
 
 

@@ -13,6 +13,7 @@ import pytest
 import requests
 
 from endpoints import portal_links
+from relayproject.lib.clock import utcnow
 from tests.support import factories
 from tests.support.processes import ROOT, child_env, wait_until
 
@@ -75,7 +76,10 @@ def gunicorn(transactional_db, tmp_path: Path):
 def test_no_gunicorn_or_django_line_carries_a_link_token(gunicorn):
     base, logs = gunicorn
     _, used = portal_links.portal_link_create(
-        merchant=factories.merchant("acme"), role="viewer", created_by="test"
+        merchant=factories.merchant("acme"),
+        role="viewer",
+        created_by="test",
+        now=utcnow(),
     )
     unknown = "never-made-" + used[11:]
     session = requests.Session()

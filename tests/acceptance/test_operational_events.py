@@ -14,6 +14,7 @@ from standardwebhooks.webhooks import Webhook
 from deliveries.models import Delivery
 from deliveries.notifications.services import operational_endpoint_create
 from deliveries.services import EventInput, events_publish
+from relayproject.lib.clock import utcnow
 from tests.support import factories
 from tests.support.fakes import Receiver, Reply
 from tests.support.processes import wait_until
@@ -43,7 +44,7 @@ def test_operational_endpoint_hears_failing_disabled_and_dead(dispatchers, tmp_p
         Receiver(lambda r: Reply(STATUS_BY_PATH.get(r.path, 200))) as merchant_rx,
         Receiver() as ops_rx,
     ):
-        ops = operational_endpoint_create(url=ops_rx.url)
+        ops = operational_endpoint_create(url=ops_rx.url, now=utcnow())
         secret = ops.secrets.get().secret
         base = f"http://127.0.0.1:{merchant_rx.server.server_port}"
         merchant = factories.merchant("acme")

@@ -15,6 +15,7 @@ import requests
 from endpoints.apikeys import apikey_create
 from endpoints.models import Endpoint
 from endpoints.services import endpoint_update
+from relayproject.lib.clock import utcnow
 from tests.support import factories
 from tests.support.processes import ROOT, child_env, wait_until
 
@@ -149,12 +150,14 @@ def test_every_worker_sees_endpoint_changes_at_the_next_publish(web):
         frozenset({first.pk, created.pk})
     }
 
-    endpoint_update(endpoint=first, is_active=False)
+    endpoint_update(endpoint=first, is_active=False, now=utcnow())
     assert _targets(web.publish_until_both_workers_answer(key, event)) == {
         frozenset({created.pk})
     }
 
     endpoint_update(
-        endpoint=Endpoint.objects.get(pk=created.pk), event_types=["invoice.*"]
+        endpoint=Endpoint.objects.get(pk=created.pk),
+        event_types=["invoice.*"],
+        now=utcnow(),
     )
     assert _targets(web.publish_until_both_workers_answer(key, event)) == {frozenset()}

@@ -15,6 +15,7 @@ from django.db import connection, transaction
 
 from endpoints import portal_links
 from endpoints.models import PortalLink
+from relayproject.lib.clock import utcnow
 from tests.deliveries.dispatch.test_claiming_locks import WAIT, InThread
 from tests.support import factories
 
@@ -23,7 +24,7 @@ pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
 def redeem_or_reason(token: str) -> str:
     try:
-        portal_links.portal_link_redeem(token=token)
+        portal_links.portal_link_redeem(token=token, now=utcnow())
     except portal_links.LinkRefused as exc:
         return exc.reason
     return "opened"
@@ -46,7 +47,10 @@ def blocked_or_done(other: InThread) -> None:
 
 def test_of_two_racing_redeems_exactly_one_opens_the_portal():
     _, token = portal_links.portal_link_create(
-        merchant=factories.merchant("acme"), role="developer", created_by="test"
+        merchant=factories.merchant("acme"),
+        role="developer",
+        created_by="test",
+        now=utcnow(),
     )
 
     with transaction.atomic():

@@ -29,7 +29,7 @@ def link_url(token: str) -> str:
 
 def new_link(merchant: Merchant, role: str = "developer") -> str:
     _, token = portal_links.portal_link_create(
-        merchant=merchant, role=role, created_by="test"
+        merchant=merchant, role=role, created_by="test", now=utcnow()
     )
     return token
 

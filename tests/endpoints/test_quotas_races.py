@@ -76,7 +76,9 @@ def test_two_creates_cannot_both_take_a_merchants_last_endpoint():
     factories.endpoint(merchant)  # one of two
 
     def create():
-        return endpoint_create(merchant=Merchant.objects.get(slug="acme"), url=URL)
+        return endpoint_create(
+            merchant=Merchant.objects.get(slug="acme"), url=URL, now=utcnow()
+        )
 
     first, second = _race(create, create)
 

@@ -41,7 +41,7 @@ def test_a_dump_of_the_secrets_table_holds_no_secret():
         "/merchants/acme/endpoints", {"url": "http://127.0.0.1:9/hook"}
     )
     secret = created.json()["secret"]
-    endpoint_rotate_secret(endpoint=merchant.endpoints.get())
+    endpoint_rotate_secret(endpoint=merchant.endpoints.get(), now=utcnow())
     plain = [s.secret for s in EndpointSecret.objects.all()]
     assert secret in plain and len(plain) == 2
 

@@ -8,6 +8,7 @@ from django.conf import settings
 
 from endpoints.models import Endpoint, Merchant
 from endpoints.services import endpoint_create
+from relayproject.lib.clock import utcnow
 
 _seq = itertools.count(1)
 
@@ -24,4 +25,6 @@ def endpoint(
     **kwargs,
 ) -> Endpoint:
     assert settings.RELAY_ALLOW_PRIVATE_DESTINATIONS, "tests with loopback URLs need it"
-    return endpoint_create(merchant=merchant_obj or merchant(), url=url, **kwargs)
+    return endpoint_create(
+        merchant=merchant_obj or merchant(), url=url, **kwargs, now=utcnow()
+    )

@@ -9,6 +9,7 @@ from endpoints.apikeys import apikey_create
 from endpoints.models import Membership, Merchant
 from endpoints.services import endpoint_create
 from relayproject.demo import demo_endpoint_url
+from relayproject.lib.clock import utcnow
 
 STAFF = ("admin", "admin-demo-password")
 MERCHANT_USER = ("merchant", "merchant-demo-password")
@@ -41,6 +42,7 @@ class Command(BaseCommand):
                 merchant=merchant,
                 url=f"{base_url.rstrip('/')}/demo/receiver/new/",
                 description="demo receiver",
+                now=utcnow(),
             )
             endpoint.url = demo_endpoint_url(base_url, endpoint)
             endpoint.save(update_fields=["url"])

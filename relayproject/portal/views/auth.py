@@ -11,6 +11,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from endpoints import portal_links
 from endpoints.models import Merchant
 from endpoints.selectors import memberships_of
+from relayproject.lib.clock import utcnow
 from relayproject.portal.access import signed_in
 
 
@@ -40,7 +41,7 @@ def home(request: HttpRequest) -> HttpResponse:
         return redirect_to_login(request.get_full_path())
     if request.method not in ("GET", "HEAD"):
         return HttpResponseNotAllowed(["GET"])
-    link = portal_links.session_link(request.session)
+    link = portal_links.session_link(request.session, now=utcnow())
     if link is not None:
         merchant = get_object_or_404(Merchant, pk=link.merchant_id, is_active=True)
         return redirect("portal:endpoint_list", slug=merchant.slug)

@@ -138,7 +138,7 @@ def endpoint_create(request: HttpRequest, access: Access) -> HttpResponse:
 
     def save(**fields):
         created["endpoint"] = services.endpoint_create(
-            merchant=access.merchant, **fields
+            merchant=access.merchant, **fields, now=utcnow()
         )
 
     preview = None
@@ -178,9 +178,10 @@ def endpoint_create_test(request: HttpRequest, access: Access) -> HttpResponse:
                 merchant=access.merchant,
                 url=f"{base}/demo/receiver/new/",
                 description="The built-in test receiver",
+                now=utcnow(),
             )
             services.endpoint_update(
-                endpoint=endpoint, url=demo_endpoint_url(base, endpoint)
+                endpoint=endpoint, url=demo_endpoint_url(base, endpoint), now=utcnow()
             )
     except ValidationError as exc:
         words = "; ".join(m for ms in exc.message_dict.values() for m in ms)
@@ -206,7 +207,7 @@ def endpoint_edit(request: HttpRequest, access: Access) -> HttpResponse:
     )
 
     def save(**fields):
-        services.endpoint_update(endpoint=endpoint, **fields)
+        services.endpoint_update(endpoint=endpoint, **fields, now=utcnow())
 
     preview = None
     if "preview" in request.POST:

@@ -11,6 +11,7 @@ from django.views.decorators.cache import cache_control
 from django.views.decorators.http import require_GET, require_http_methods
 
 from endpoints import portal_links
+from relayproject.lib.clock import utcnow
 
 REFUSALS = {
     "used": (
@@ -54,7 +55,7 @@ def link_open(request: HttpRequest, token: str) -> HttpResponse:
             )
         )
     try:
-        link = portal_links.portal_link_redeem(token=token)
+        link = portal_links.portal_link_redeem(token=token, now=utcnow())
     except portal_links.LinkRefused as exc:
         status, title, why = REFUSALS[exc.reason]
         return _private(
@@ -71,13 +72,13 @@ def link_open(request: HttpRequest, token: str) -> HttpResponse:
     # the token.
     request.session.flush()
     request.user = AnonymousUser()
-    portal_links.session_start(request.session, link=link)
+    portal_links.session_start(request.session, link=link, now=utcnow())
     return redirect("portal:endpoint_list", link.merchant.slug)
 
 
 def _current_session(request: HttpRequest) -> str:
     """Who is signed in in this browser now, in words ("" for nobody)."""
-    if portal_links.session_link(request.session) is not None:
+    if portal_links.session_link(request.session, now=utcnow()) is not None:
         return "a portal link"
     if request.user.is_authenticated:
         return request.user.get_username()

@@ -69,7 +69,7 @@ def notification_settings_edit(request: HttpRequest, access: Access) -> HttpResp
 @portal_view(methods=WRITE)
 def endpoint_reenable(request: HttpRequest, access: Access) -> HttpResponse:
     """Enable, and send the held deliveries now rather than at their retry time."""
-    services.endpoint_reenable(endpoint=access.endpoint, retry_held=True)
+    services.endpoint_reenable(endpoint=access.endpoint, retry_held=True, now=utcnow())
     # Said from the rows as they are after it, not from what it meant to do.
     left = endpoint_unfinished(endpoint_id=access.endpoint.pk, now=utcnow())
     messages.success(

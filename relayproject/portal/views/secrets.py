@@ -43,7 +43,7 @@ def secret_reveal(request: HttpRequest, access: Access) -> HttpResponse:
 def secret_rotate(request: HttpRequest, access: Access) -> HttpResponse:
     if request.method == "POST":
         _, previous_expires_at = services.endpoint_rotate_secret(
-            endpoint=access.endpoint
+            endpoint=access.endpoint, now=utcnow()
         )
         messages.success(
             request,

@@ -12,6 +12,7 @@ from deliveries.dispatch.transport import Sender
 from deliveries.models import Attempt, Delivery
 from deliveries.services import event_publish
 from endpoints.models import EndpointSecret
+from relayproject.lib.clock import utcnow
 from tests.support import factories
 from tests.support.fakes import Reply
 
@@ -78,7 +79,7 @@ def test_during_a_rotation_overlap_both_secrets_verify_a_real_delivery(receiver)
 
     endpoint = factories.endpoint(url=receiver.url)
     old_secret = EndpointSecret.objects.get(endpoint=endpoint).secret
-    new_secret, _expires = endpoint_rotate_secret(endpoint=endpoint)
+    new_secret, _expires = endpoint_rotate_secret(endpoint=endpoint, now=utcnow())
     event_publish(merchant=endpoint.merchant, type="a", data={"rotated": True})
 
     make_dispatcher().run(drain=True)

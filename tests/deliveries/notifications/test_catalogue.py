@@ -28,6 +28,7 @@ from endpoints.catalogue import catalogue_names, fields_errors, schema_problems
 from endpoints.health import endpoint_breaker_open
 from endpoints.models import EventType, Membership
 from endpoints.services import endpoint_disable
+from relayproject.lib.clock import utcnow
 from tests.deliveries.notifications.conftest import T0, attempt, failures, hours, said
 from tests.support import factories
 
@@ -83,7 +84,7 @@ def test_the_relay_s_real_payloads_match_their_schemas(endpoint, ops_endpoint):
     watch_run(now=T0 + hours(121))  # auto-disabled
     endpoint_disable(endpoint=endpoint, reason="moving", by="staff:bob", now=T0)
     watch_run(now=T0 + hours(122))  # disabled again, by staff
-    endpoint_reenable(endpoint=endpoint, retry_held=False)
+    endpoint_reenable(endpoint=endpoint, retry_held=False, now=utcnow())
     watch_run(now=T0 + hours(123))  # enabled
     dead = attempt(endpoint, T0 + hours(124), status=400).delivery
     type(dead).objects.filter(pk=dead.pk).update(status="dead", dead_at=T0 + hours(124))

@@ -13,6 +13,7 @@ from deliveries.models import Delivery, Event
 from deliveries.services import event_publish
 from endpoints.matching import subscribes_to
 from endpoints.services import endpoint_update
+from relayproject.lib.clock import utcnow
 from tests.support import factories
 
 
@@ -41,7 +42,7 @@ def test_an_event_fans_out_to_every_active_subscribed_endpoint():
     payments = factories.endpoint(merchant, event_types=["payment.*"])
     factories.endpoint(merchant, event_types=["order.created"])
     disabled = factories.endpoint(merchant)
-    endpoint_update(endpoint=disabled, is_active=False)
+    endpoint_update(endpoint=disabled, is_active=False, now=utcnow())
     factories.endpoint()  # another merchant's
 
     event = event_publish(merchant=merchant, type="payment.captured", data={"a": 1})
@@ -88,7 +89,7 @@ def test_an_event_aimed_at_one_endpoint_ignores_its_type_filter_but_not_disablin
     aimed = factories.endpoint(merchant, event_types=["order.created"])
     factories.endpoint(merchant)  # subscribes to all, but is not aimed at
     disabled = factories.endpoint(merchant)
-    endpoint_update(endpoint=disabled, is_active=False)
+    endpoint_update(endpoint=disabled, is_active=False, now=utcnow())
 
     event = event_publish(
         merchant=merchant,

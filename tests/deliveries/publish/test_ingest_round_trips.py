@@ -21,6 +21,7 @@ from django.test.utils import CaptureQueriesContext
 from deliveries.models import Delivery, Event
 from deliveries.services import EventInput, event_publish, events_publish
 from endpoints.services import endpoint_update
+from relayproject.lib.clock import utcnow
 from tests.support import factories
 from tests.support.api import api_as, assert_problem
 from tests.support.processes import dispatcher_database_url
@@ -83,11 +84,11 @@ def test_a_single_publish_is_two_statements_once_key_and_audience_are_cached(acm
 
 
 def _disable(endpoint):
-    endpoint_update(endpoint=endpoint, is_active=False)
+    endpoint_update(endpoint=endpoint, is_active=False, now=utcnow())
 
 
 def _resubscribe(endpoint):
-    endpoint_update(endpoint=endpoint, event_types=["invoice.*"])
+    endpoint_update(endpoint=endpoint, event_types=["invoice.*"], now=utcnow())
 
 
 def _add(endpoint):

@@ -82,7 +82,10 @@ def test_activity_keeps_a_session_alive_past_the_limit(clock, owner_client):
 def test_a_portal_link_session_idles_out_too(clock, settings):
     settings.PORTAL_SESSION_SECONDS = 10 * IDLE
     _, token = portal_links.portal_link_create(
-        merchant=factories.merchant("acme"), role="viewer", created_by="test"
+        merchant=factories.merchant("acme"),
+        role="viewer",
+        created_by="test",
+        now=utcnow(),
     )
     client = Client()
     client.post(reverse("portal:link_open", args=[token]))
@@ -122,7 +125,10 @@ def test_a_session_never_used_after_sign_in_idles_out(at):
 def test_a_portal_link_session_never_used_after_it_opens_idles_out(at, settings):
     settings.PORTAL_SESSION_SECONDS = 10 * LIMIT
     _, token = portal_links.portal_link_create(
-        merchant=factories.merchant("acme"), role="viewer", created_by="test"
+        merchant=factories.merchant("acme"),
+        role="viewer",
+        created_by="test",
+        now=utcnow(),
     )
     client = Client()
     with at(0):

@@ -15,6 +15,7 @@ from deliveries.models import Attempt, Delivery
 from deliveries.services import event_publish
 from endpoints.models import Membership
 from endpoints.services import endpoint_update
+from relayproject.lib.clock import utcnow
 from tests.support import factories
 from tests.support.fakes import Reply
 from tests.support.portal import user_with_role
@@ -36,7 +37,7 @@ def sent(receiver):
     call_command("run_dispatcher", "--once")
     got = receiver.wait_for(1)[0]
     old_url = endpoint.url
-    endpoint_update(endpoint=endpoint, url="http://127.0.0.1:9/elsewhere")
+    endpoint_update(endpoint=endpoint, url="http://127.0.0.1:9/elsewhere", now=utcnow())
     return endpoint, old_url, got
 
 

@@ -44,7 +44,7 @@ def no_value_in(text: str) -> None:
 
 @pytest.fixture
 def with_headers(world):
-    endpoint_update(endpoint=world.mine.endpoint, headers=SECRET_HEADERS)
+    endpoint_update(endpoint=world.mine.endpoint, headers=SECRET_HEADERS, now=utcnow())
     world.mine.endpoint.refresh_from_db()
     return world
 
