@@ -10,8 +10,10 @@ Read in this order:
 
 - ``dispatcher.py``  the database thread: claim -> hand over -> record;
                      ``run()``, ``stop()``.
-- ``returns.py``     its other half: outcomes recorded in batches, unsent rows
-                     given back, database outages ridden out.
+- ``recorder.py``    its other half, one object: outcomes recorded in batches
+                     (in one statement, else one by one so one bad outcome
+                     cannot sink the flush), unsent rows given back.
+- ``outage.py``      the database errors ridden out, and the one retry.
 - ``sendloop.py``    the asyncio send loop on its own thread, up to
                      ``concurrency`` sends in flight; no database.
 - ``lanes.py``       which queued job goes next: a lane per endpoint,
@@ -33,7 +35,10 @@ Read in this order:
 - ``transport.py``   one HTTP request -> SendResult (aiohttp); writes nothing.
 - ``resolver.py``    the destination policy at send time: resolve, check, pin.
 - ``outcomes.py``    record a flush of results, fenced by the lease.
-- ``recording.py``   one outcome the database refuses cannot sink its flush.
+- ``delivery_update.py`` the flush's delivery rows: each verdict's columns,
+                     one fenced UPDATE.
+- ``backend.py``     what the database can do (SQLite runs one dispatcher):
+                     one question per concern, so no vendor test elsewhere.
 - ``wakeup.py``      how an idle dispatcher waits (LISTEN/NOTIFY or a timer).
 - ``maintenance.py`` periodic work besides sending (endpoint statistics, the
                      gauges /metrics serves, day partitions of the history

@@ -17,7 +17,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F
 
-from deliveries.dispatch import claim_sql, prepared
+from deliveries.dispatch import backend, claim_sql, prepared
 from deliveries.dispatch.due import (
     DUE_STATUSES,
     endpoints_with_due_work,
@@ -110,7 +110,7 @@ def _merchants_to_count(merchant_ids: list[int]) -> list[int]:
     claims (nor any of its endpoints') at once: the merchant's and its
     endpoints' max_in_flight hold across dispatchers. The lock is held to
     commit; a merchant another claim holds is skipped, not waited for."""
-    if connection.vendor != "postgresql" or not merchant_ids:
+    if not backend.shared_by_dispatchers() or not merchant_ids:
         return merchant_ids  # SQLite: one dispatcher, one writer at a time
     with connection.cursor() as cursor:
         cursor.execute(
@@ -137,7 +137,7 @@ def _due_rows_locked(
     _take, which spends their lost attempt first."""
     if not shares:
         return []
-    if connection.vendor == "postgresql":
+    if backend.shared_by_dispatchers():
         # One statement for all merchants; on Citus one per merchant, each
         # routed to its shard (claim_sql.lock, pinned).
         pinned = citus.on()

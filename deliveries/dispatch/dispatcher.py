@@ -8,7 +8,12 @@ loop (sendloop.py) is an asyncio event loop on its own thread with up to
 `concurrency` sends in flight, one lane per endpoint (lanes.py). The next
 batch is claimed while the loop still has work, as soon as fewer than about
 half a batch of its queued jobs could start, so slots never sit idle and no
-job waits long in the queue (lease.py bounds that wait).
+job waits long in the queue (lease.py bounds that wait). What comes back is
+the Recorder's (recorder.py): this class claims and hands over, and applies
+what a flush says.
+
+Every time it reads is the injected clock's (relayproject/lib/clock.py),
+monotonic readings included, so a test's FakeClock drives its timing.
 """
 
 from __future__ import annotations
@@ -17,44 +22,42 @@ import logging
 import queue
 import random
 import threading
-import time
 from collections import Counter as Tally
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from django.db import connections
-
 from deliveries.dispatch import claiming, gate, spans
 from deliveries.dispatch.jobs import Job, jobs_load
-from deliveries.dispatch.returns import DB_BACKOFF_SECONDS, DB_ERRORS, Returns, Stats
+from deliveries.dispatch.outage import DB_ERRORS, database_down, reconnect
+from deliveries.dispatch.recorder import Flushed, Recorder, Stats
 from deliveries.dispatch.sendloop import Capacity, Finished, SendLoop, Stopped
+from deliveries.dispatch.transport import Sender
+from deliveries.dispatch.wakeup import Waker
 from deliveries.ops import counters
 from endpoints.health import endpoint_rate_take
-from relayproject.lib.clock import SystemClock
+from relayproject.lib.clock import Clock, SystemClock
 
 logger = logging.getLogger(__name__)
 
 POLL_INTERVAL_SECONDS = 0.5
-RECORD_EVERY_SECONDS = 0.02  # outcomes arriving within this share one transaction
-RECORD_MOST = 500  # outcomes in one flush at most
 PROBE_EVERY_SECONDS = 0.5  # how often breakers past their cooldown are looked for
 WAKE = object()  # put on the outbox by stop() and by NOTIFY: look again now
 
 
-class Dispatcher(Returns):
+class Dispatcher:
     def __init__(
         self,
         *,
         worker_id: str,
-        sender,
+        sender: Sender,
         batch_size: int,
         concurrency: int,
         lease_seconds: float,
         timeout: float | None = None,
         poll_interval: float = POLL_INTERVAL_SECONDS,
-        clock: SystemClock | None = None,
+        clock: Clock | None = None,
         rand: random.Random | None = None,
-        waker=None,
+        waker: Waker | None = None,
         maintenance: Callable[[datetime], None] | None = None,
         liveness: queue.SimpleQueue | None = None,
         hold_after: float | None = None,
@@ -79,14 +82,18 @@ class Dispatcher(Returns):
         self._sender = sender
         self._timeout = timeout
         self._loop: SendLoop | None = None
-        self._watch = gate.BreakerWatch()
-        self._outstanding: Tally[str] = Tally()  # per endpoint, handed and not back
+        self._watch = gate.BreakerWatch(monotonic=self.clock.monotonic)
+        self._recorder = Recorder(
+            worker_id=worker_id,
+            clock=self.clock,
+            rand=self.rand,
+            lease_seconds=lease_seconds,
+            watch=self._watch,
+            stats=self.stats,
+        )
         self._handed = 0
         self._capacity = Capacity(ready=0, in_flight=0, received=0)
-        self._to_record: list[Finished] = []
-        self._record_by = 0.0
-        self._unsent: list[Finished] = []
-        self._claim_after = 0.0  # monotonic; a dry claim or a database outage
+        self._claim_after = 0.0  # clock.monotonic(); a dry claim or a database outage
         self._probes_after = 0.0
         self._dry = False
         self._loop_told_to_stop = False
@@ -108,7 +115,7 @@ class Dispatcher(Returns):
         """Claim one batch, send it, record every outcome. Returns rows handled."""
         self._start_loop()
         try:
-            handled = self._with_db_retry(self._claim) or 0
+            handled = self._recorder.retry(self._claim) or 0
             self._serve(claims=False, drain=True)
         finally:
             self._finish()
@@ -164,16 +171,16 @@ class Dispatcher(Returns):
                     failures = 0
                     self._dry = handled == 0
                     if self._dry:
-                        self._claim_after = time.monotonic() + self.poll_interval
+                        self._claim_after = self.clock.monotonic() + self.poll_interval
                 except DB_ERRORS as exc:
-                    delay = self._database_down(exc, failures)
+                    delay = database_down(exc, failures)
                     failures += 1
-                    self._claim_after = time.monotonic() + delay
+                    self._claim_after = self.clock.monotonic() + delay
             self._refresh_breakers()
             # Busy or idle (each step keeps its own schedule): the stats and
             # gauges must not stop under load. The heartbeat has its own thread.
             self._maintain()
-            if not sum(self._outstanding.values()) and not self._to_record:
+            if self._recorder.idle:
                 if self._loop_told_to_stop or not claims or (drain and self._dry):
                     return
             self._receive(timeout=self._wait_seconds())
@@ -190,7 +197,7 @@ class Dispatcher(Returns):
         self._loop = None
 
     def _wants_claim(self) -> bool:
-        if time.monotonic() < self._claim_after:
+        if self.clock.monotonic() < self._claim_after:
             return False
         return self._ready_estimate() < max(
             1, min(self.concurrency, self.batch_size // 2)
@@ -201,12 +208,13 @@ class Dispatcher(Returns):
         return self._capacity.ready + self._handed - self._capacity.received
 
     def _wait_seconds(self) -> float:
-        now = time.monotonic()
-        if self._to_record:
-            return max(0.0, self._record_by - now)
-        if sum(self._outstanding.values()):
+        record_in = self._recorder.record_in()
+        if record_in is not None:
+            return record_in
+        if sum(self._recorder.outstanding.values()):
             return gate.REFRESH_SECONDS
-        return max(0.0, min(self.poll_interval, self._claim_after - now))
+        wait = self._claim_after - self.clock.monotonic()
+        return max(0.0, min(self.poll_interval, wait))
 
     def _maintain(self) -> None:
         if self.maintenance is None:
@@ -215,19 +223,7 @@ class Dispatcher(Returns):
             self.maintenance(self.clock.now())
         except DB_ERRORS as exc:
             logger.warning("maintenance skipped: database unavailable (%s)", exc)
-            connections.close_all()
-
-    def _database_down(self, exc: Exception, failures: int) -> float:
-        delay = DB_BACKOFF_SECONDS[min(failures, len(DB_BACKOFF_SECONDS) - 1)]
-        first_line = (str(exc).strip().splitlines() or [""])[0]
-        logger.warning(
-            "database unavailable (%s: %s); retrying in %ss",
-            type(exc).__name__,
-            first_line,
-            delay,
-        )
-        connections.close_all()
-        return delay
+            reconnect()
 
     # -- what comes back from the loop -----------------------------------
 
@@ -244,12 +240,7 @@ class Dispatcher(Returns):
                 break
         for message in messages:
             if isinstance(message, Finished):
-                if message.result is None:
-                    self._unsent.append(message)
-                else:
-                    if not self._to_record:
-                        self._record_by = time.monotonic() + RECORD_EVERY_SECONDS
-                    self._to_record.append(message)
+                self._recorder.take(message)
             elif isinstance(message, Capacity):
                 self._capacity = message
             elif isinstance(message, Stopped):
@@ -260,11 +251,18 @@ class Dispatcher(Returns):
         self._flush(force=self.stopping)
 
     def _flush(self, *, force: bool) -> None:
-        if self._unsent:
-            self._give_back()
-        due = time.monotonic() >= self._record_by or len(self._to_record) >= RECORD_MOST
-        if self._to_record and (force or due):
-            self._record()
+        self._apply(self._recorder.flush(force=force, stopping=self.stopping))
+
+    def _apply(self, flushed: Flushed) -> None:
+        if flushed.recorded:
+            # Rows left delivering: endpoints that were at max_in_flight have
+            # room again, so look at once rather than after the poll interval.
+            self._dry = False
+            self._claim_after = 0.0
+        if flushed.hold is not None:
+            self._loop.hold(flushed.hold)
+        if flushed.failures:
+            self._loop.recorded(flushed.failures)
 
     # -- claiming ----------------------------------------------------------
 
@@ -278,10 +276,10 @@ class Dispatcher(Returns):
         now = self.clock.now()
         probes = claiming.Claim(lease_until=now)
         handled = 0
-        if time.monotonic() >= self._probes_after:
+        if self.clock.monotonic() >= self._probes_after:
             # Cooldowns are minutes long: looking twice a second is plenty,
             # and spares every other claim a round trip.
-            self._probes_after = time.monotonic() + PROBE_EVERY_SECONDS
+            self._probes_after = self.clock.monotonic() + PROBE_EVERY_SECONDS
             probes = claiming.claim_probes(
                 worker_id=self.worker_id, now=now, lease_seconds=self.lease_seconds
             )
@@ -315,7 +313,7 @@ class Dispatcher(Returns):
         if not claim.delivery_ids:
             return handled
         self.stats.claimed += len(claim.delivery_ids)
-        jobs = self._with_db_retry(
+        jobs = self._recorder.retry(
             lambda: jobs_load(
                 delivery_ids=claim.delivery_ids,
                 lease_until=claim.lease_until,
@@ -344,9 +342,9 @@ class Dispatcher(Returns):
                 wait.append((job, until))
             else:
                 send.append(job)
-        self._release(wait)
+        self._recorder.release(wait)
         self._handed += len(send)
-        self._outstanding.update(job.endpoint_id for job in send)
+        self._recorder.handed(send)
         if send:
             self._loop.add(send)
 
@@ -362,7 +360,7 @@ class Dispatcher(Returns):
                     (counters.DELIVERIES, "dead"): dead,
                 }
             )
-            self._with_db_retry(
+            self._recorder.retry(
                 lambda: counters.counters_add(shard=self.worker_id, tally=tally)
             )
         self.stats.reclaimed += reclaimed
@@ -372,7 +370,7 @@ class Dispatcher(Returns):
     def _rate_limited_until(self, job: Job, *, now: datetime) -> datetime | None:
         if not job.rate_limit_per_second:
             return None
-        wait_seconds = self._with_db_retry(
+        wait_seconds = self._recorder.retry(
             lambda: endpoint_rate_take(
                 endpoint_id=job.endpoint_id,
                 rate=job.rate_limit_per_second,
@@ -382,14 +380,14 @@ class Dispatcher(Returns):
         return now + timedelta(seconds=wait_seconds) if wait_seconds else None
 
     def _refresh_breakers(self) -> None:
-        endpoints = [e for e, n in self._outstanding.items() if n > 0]
+        endpoints = [e for e, n in self._recorder.outstanding.items() if n > 0]
         if not endpoints and not self._watch.held:
             return
         try:
             changed = self._watch.refresh(endpoints, now=self.clock.now())
         except DB_ERRORS as exc:
             logger.warning("breakers not re-read: database unavailable (%s)", exc)
-            connections.close_all()
+            reconnect()
             return
         if changed:
             self._loop.hold(frozenset(self._watch.held))

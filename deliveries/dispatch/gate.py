@@ -11,7 +11,6 @@ The one-at-a-time rule for failing endpoints lives with the lanes (lanes.py).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable
 from datetime import datetime
 
@@ -21,7 +20,7 @@ REFRESH_SECONDS = 0.05
 
 
 class BreakerWatch:
-    def __init__(self, *, monotonic: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, *, monotonic: Callable[[], float]) -> None:
         self.monotonic = monotonic
         # Endpoints seen open or half-open, with when their rows are due again.
         self.held: dict[str, datetime] = {}

@@ -21,7 +21,6 @@ import os
 import queue
 import socket
 import threading
-import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -31,7 +30,7 @@ from django.db.models.functions import Now
 from deliveries.dispatch import rescue
 from deliveries.dispatch.sendloop import Liveness
 from deliveries.models import DispatcherHeartbeat
-from relayproject.lib.clock import utcnow
+from relayproject.lib.clock import Clock, SystemClock
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +66,10 @@ class Heartbeat:
         lease_seconds: float | None = None,
         liveness: queue.SimpleQueue | None = None,
         judge: bool = True,
+        clock: Clock | None = None,
     ) -> None:
+        # The dispatcher's clock: the send loop compares a beat's `at` with it.
+        self.clock = clock or SystemClock()
         self.worker_id = worker_id
         self.dead_after = dead_after
         self.every = beat_interval(dead_after)
@@ -76,7 +78,7 @@ class Heartbeat:
         self.judge = judge
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="heartbeat", daemon=True)
-        self._started_at = utcnow()  # this process, on the clock leases use
+        self._started_at = self.clock.now()  # this process, on the clock leases use
         self._marks: tuple[int, int] | None = None  # (deaths, released) last read
         self._steady_since: datetime | None = None  # database time
         self._last: datetime | None = None
@@ -117,7 +119,7 @@ class Heartbeat:
 
     def beat_once(self) -> bool:
         """One beat, and a judgement when due; False if the database failed."""
-        sent_at = time.monotonic()
+        sent_at = self.clock.monotonic()
         try:
             first = self._marks is None
             if first:

@@ -11,16 +11,17 @@ wait) elects the dispatcher that does it; the others skip this round.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from django.db import connection
 
+from deliveries.dispatch import backend
 from deliveries.history import partitions
 from deliveries.ops import gauges
 from deliveries.ops.latency import publish_latency_refresh
 from deliveries.ops.stats import endpoint_stats_refresh
+from relayproject.lib.clock import Clock, SystemClock
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +47,7 @@ class Maintenance:
 
 def _elected(lock_key: int, work: Callable[[], object]) -> bool:
     """Run `work` unless another dispatcher holds `lock_key`; False if one does."""
-    if connection.vendor != "postgresql":
+    if not backend.shared_by_dispatchers():
         work()
         return True
     with connection.cursor() as cursor:
@@ -65,14 +66,17 @@ class StatsRefresher:
     pipeline health and relay_status) about once a minute, one dispatcher at
     a time."""
 
-    def __init__(self, every: float = STATS_EVERY_SECONDS) -> None:
+    def __init__(
+        self, every: float = STATS_EVERY_SECONDS, *, clock: Clock | None = None
+    ) -> None:
         self.every = every
-        self._next = time.monotonic() + every
+        self.clock = clock or SystemClock()
+        self._next = self.clock.monotonic() + every
 
     def __call__(self, now: datetime) -> None:
-        if time.monotonic() < self._next:
+        if self.clock.monotonic() < self._next:
             return
-        self._next = time.monotonic() + self.every
+        self._next = self.clock.monotonic() + self.every
 
         def refresh() -> None:
             count = endpoint_stats_refresh(now=now)
@@ -88,14 +92,17 @@ class GaugeRefresher:
     recomputes them only if nobody stored them within `every`, so more
     dispatchers do not mean more counting."""
 
-    def __init__(self, every: timedelta = gauges.REFRESH_EVERY) -> None:
+    def __init__(
+        self, every: timedelta = gauges.REFRESH_EVERY, *, clock: Clock | None = None
+    ) -> None:
         self.every = every
-        self._next = time.monotonic()  # the first call counts at once
+        self.clock = clock or SystemClock()
+        self._next = self.clock.monotonic()  # the first call counts at once
 
     def __call__(self, now: datetime) -> None:
-        if time.monotonic() < self._next:
+        if self.clock.monotonic() < self._next:
             return
-        self._next = time.monotonic() + self.every.total_seconds()
+        self._next = self.clock.monotonic() + self.every.total_seconds()
 
         def refresh() -> None:
             if gauges.queue_gauges_due(now=now, every=self.every):
@@ -117,15 +124,18 @@ class PartitionKeeper:
         self,
         every: float = PARTITIONS_EVERY_SECONDS,
         ahead_days: int = partitions.AHEAD_DAYS,
+        *,
+        clock: Clock | None = None,
     ) -> None:
         self.every = every
         self.ahead_days = ahead_days
-        self._next = time.monotonic()
+        self.clock = clock or SystemClock()
+        self._next = self.clock.monotonic()
 
     def __call__(self, now: datetime) -> None:
-        if time.monotonic() < self._next:
+        if self.clock.monotonic() < self._next:
             return
-        self._next = time.monotonic() + self.every
+        self._next = self.clock.monotonic() + self.every
         if not partitions.partitioned():
             return
         today = now.date()
@@ -141,4 +151,4 @@ class PartitionKeeper:
         except partitions.LockBusy as exc:
             # Sending matters more: give up this round, look again soon.
             logger.warning("partitions not made, tables busy (%s)", exc)
-            self._next = time.monotonic() + PARTITIONS_RETRY_SECONDS
+            self._next = self.clock.monotonic() + PARTITIONS_RETRY_SECONDS

@@ -27,6 +27,8 @@ from django.core.exceptions import EmptyResultSet
 from django.db import connection
 from django.db.models import Field, ForeignObject, Lookup
 
+from deliveries.dispatch import backend
+
 # Runs of the same statement on a session before psycopg prepares it.
 PREPARE_THRESHOLD = 2
 
@@ -35,7 +37,7 @@ PREPARE_THRESHOLD = 2
 def statements() -> Iterator[None]:
     """Inside, the ORM and raw cursors of this thread's default connection bind
     on the server, so repeated statements are prepared (where opted in)."""
-    if connection.vendor != "postgresql":
+    if not backend.prepares_statements():
         yield
         return
     connection.ensure_connection()
@@ -64,7 +66,7 @@ class AnyOf(Lookup):
     def as_sql(self, compiler, conn):
         lhs, lhs_params = self.process_lhs(compiler, conn)
         values = list(self.rhs)
-        if conn.vendor == "postgresql":
+        if backend.binds_arrays(conn):
             return f"{lhs} = ANY(%s)", [*lhs_params, values]
         if not values:
             raise EmptyResultSet

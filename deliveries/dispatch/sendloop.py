@@ -26,7 +26,6 @@ import inspect
 import logging
 import queue
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -38,10 +37,16 @@ from deliveries import signing
 from deliveries.dispatch import spans
 from deliveries.dispatch.jobs import Job
 from deliveries.dispatch.lanes import Lanes
-from deliveries.dispatch.transport import OutgoingRequest, SendResult, wire_headers
+from deliveries.dispatch.transport import (
+    OutgoingRequest,
+    Sender,
+    SendResult,
+    wire_headers,
+)
 from deliveries.models import ErrorKind
 from deliveries.request import outgoing_headers
 from deliveries.retry import is_success
+from relayproject.lib.clock import Clock
 
 # Past its own deadline the transport has failed to stop an attempt: the loop
 # ends it this much later, so a stuck send can never keep a dispatcher from
@@ -79,7 +84,7 @@ class Stopped:
 class Liveness:
     """From the heartbeat thread: a beat that reached the database.
 
-    `at` is time.monotonic() when the beat was sent (never later than the
+    `at` is the clock's monotonic() when the beat was sent (never later than the
     database stamped it); `revoked`: another dispatcher had declared this one
     dead and released its rows, so what it queued may no longer be its own.
     """
@@ -92,10 +97,10 @@ class SendLoop:
     def __init__(
         self,
         *,
-        sender,
+        sender: Sender,
         concurrency: int,
         outbox: queue.SimpleQueue,
-        clock,
+        clock: Clock,
         timeout: float | None = None,
         liveness: queue.SimpleQueue | None = None,
         hold_after: float | None = None,
@@ -112,7 +117,7 @@ class SendLoop:
         self.hold_after = hold_after
         # A job whose lease ends within this many seconds is not started.
         self.start_margin = start_margin
-        self._confirmed = time.monotonic()  # the newest beat known to have landed
+        self._confirmed = clock.monotonic()  # the newest beat known to have landed
         self._received = 0
         self._stopping = False
         self._capacity_due = False
@@ -242,7 +247,7 @@ class SendLoop:
         return (
             self.liveness is not None  # no heartbeat told of: nothing to wait for
             and self.hold_after is not None
-            and time.monotonic() - self._confirmed > self.hold_after
+            and self.clock.monotonic() - self._confirmed > self.hold_after
         )
 
     def _late(self, job: Job) -> bool:
@@ -326,14 +331,14 @@ class SendLoop:
             )
         if self.timeout is None:
             return await self.sender.send(request)
-        began = time.monotonic()
+        began = self.clock.monotonic()
         try:
             async with asyncio.timeout(self.timeout + DEADLINE_GRACE_SECONDS):
                 return await self.sender.send(request)
         except TimeoutError:
             return SendResult(
                 None,
-                (time.monotonic() - began) * 1000,
+                (self.clock.monotonic() - began) * 1000,
                 ErrorKind.TIMEOUT,
                 f"the attempt overran its {self.timeout:g} s deadline",
             )

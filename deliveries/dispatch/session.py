@@ -14,6 +14,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import connections
 
+from deliveries.dispatch import backend
 from deliveries.dispatch.prepared import PREPARE_THRESHOLD
 
 
@@ -36,7 +37,7 @@ def limit_dispatcher_sessions(alias: str = "default") -> None:
     transaction is not ours to close.
     """
     connection = connections[alias]
-    if connection.vendor != "postgresql" or connection.connection is not None:
+    if not backend.limits_sessions(connection) or connection.connection is not None:
         return
     options = connection.settings_dict.setdefault("OPTIONS", {})
     limits = session_options(

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import aiohttp
 
@@ -60,6 +60,13 @@ class SendResult:
     request_headers: tuple[tuple[str, str], ...] = ()
 
 
+class Sender(Protocol):
+    """What the send loop sends with: AsyncSender, or a test's blocking double
+    (tests/fakes.py), which the loop runs on threads of its own."""
+
+    def send(self, request: OutgoingRequest) -> Awaitable[SendResult] | SendResult: ...
+
+
 def wire_headers(request: OutgoingRequest) -> dict[str, str]:
     """The headers send() puts on the wire for request, in that order."""
     return {**request.headers, **TRANSPORT_HEADERS}
@@ -90,6 +97,8 @@ class AsyncSender:
         limit: int = CONNECTION_LIMIT,
         resolve: destinations.Resolver | None = None,
         ssl_context: ssl.SSLContext | None = None,
+        # Times the request within its asyncio.timeout; run_dispatcher gives
+        # it the dispatcher's clock, tests may give theirs.
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.timeout = timeout
@@ -206,40 +215,6 @@ class AsyncSender:
             chunks.append(chunk)
             size += len(chunk)
         return b"".join(chunks), response.content.at_eof()
-
-
-class Sender:
-    """A blocking facade over AsyncSender for the thread-pool dispatcher: sends
-    from any thread run on one event loop in a thread of their own."""
-
-    def __init__(self, **options) -> None:
-        self._options = options
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._sender: AsyncSender | None = None
-        self._lock = threading.Lock()
-
-    def _start(self) -> tuple[asyncio.AbstractEventLoop, AsyncSender]:
-        with self._lock:
-            if self._loop is None:
-                loop = asyncio.new_event_loop()
-                threading.Thread(
-                    target=loop.run_forever, name="sender-loop", daemon=True
-                ).start()
-                self._sender = AsyncSender(**self._options)
-                self._loop = loop
-            return self._loop, self._sender  # type: ignore[return-value]
-
-    def send(self, request: OutgoingRequest) -> SendResult:
-        loop, sender = self._start()
-        return asyncio.run_coroutine_threadsafe(sender.send(request), loop).result()
-
-    def close(self) -> None:
-        with self._lock:
-            loop, sender, self._loop = self._loop, self._sender, None
-        if loop is None or sender is None:
-            return
-        asyncio.run_coroutine_threadsafe(sender.close(), loop).result()
-        loop.call_soon_threadsafe(loop.stop)
 
 
 def _refusal_kind(refused: destinations.DestinationRefused) -> str:

@@ -12,15 +12,25 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from typing import Protocol
 
 from django.db import connection
 
+from deliveries.dispatch import backend
 from deliveries.services import NOTIFY_CHANNEL
 
 logger = logging.getLogger(__name__)
 
 RECONNECT_SECONDS = 1.0
 LISTEN_SLICE_SECONDS = 0.25  # how often the listening thread checks for close()
+
+
+class Waker(Protocol):
+    """Calls `wake` (from a thread of its own) when there may be new work."""
+
+    def start(self, wake: Callable[[], None]) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class TimerWaker:
@@ -81,4 +91,4 @@ class PostgresWaker(TimerWaker):
 
 
 def make_waker() -> TimerWaker:
-    return PostgresWaker() if connection.vendor == "postgresql" else TimerWaker()
+    return PostgresWaker() if backend.listens() else TimerWaker()

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
+from typing import Protocol
 
 from django.utils import timezone
 
@@ -34,6 +35,17 @@ def frozen(at: datetime) -> Iterator[None]:
         yield
     finally:
         _source = before
+
+
+class Clock(Protocol):
+    """What the dispatcher reads time from, and nothing else: wall time for
+    timestamps the database keeps, a monotonic reading for its own timing
+    (when to claim, record, probe, refresh, give up). A FakeClock (tests/
+    fakes.py) stands in for both."""
+
+    def now(self) -> datetime: ...
+
+    def monotonic(self) -> float: ...
 
 
 class SystemClock:

@@ -8,14 +8,13 @@ import random
 import pytest
 
 from deliveries.dispatch.dispatcher import Dispatcher
-from deliveries.dispatch.transport import Sender
 from deliveries.models import Delivery
 from deliveries.services import event_publish
 from endpoints.destinations import DestinationRefused, check_url
 from endpoints.models import Endpoint
 from tests.endpoints.test_destinations import PUBLIC_IP, resolver
 from tests.support import factories
-from tests.support.fakes import FakeClock
+from tests.support.fakes import BlockingSender, FakeClock
 from tests.support.hostile import HostileReceiver
 
 # U+1FBF1, U+1FBF2, U+1FBF7: segmented digits 1, 2, 7. IDNA 2003 (Python's
@@ -95,7 +94,7 @@ def test_forced_into_the_database_it_is_never_sent_to_loopback(settings):
         Endpoint.objects.filter(pk=endpoint.pk).update(url=url)
         event_publish(merchant=endpoint.merchant, type="a", data={}, now=clock.now())
         settings.RELAY_ALLOW_PRIVATE_DESTINATIONS = False
-        sender = Sender(
+        sender = BlockingSender(
             timeout=5, body_limit=100, allow_private=False, resolve=wildcard()
         )
         worker = Dispatcher(

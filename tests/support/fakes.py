@@ -3,6 +3,7 @@ an injectable clock, and a sender that plays back scripted results."""
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import json
 import threading
@@ -12,20 +13,26 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from deliveries.dispatch.transport import OutgoingRequest, SendResult
+from deliveries.dispatch.transport import AsyncSender, OutgoingRequest, SendResult
 from relayproject.lib.clock import utcnow
 
 
 class FakeClock:
-    """Wall time that moves only when told; monotonic follows it.
+    """Wall time that moves only when told; monotonic runs on and jumps with it.
 
     It starts at the project clock's now (a whole second), not a fixed date:
     rows the test writes through code that reads `utcnow()` then agree with
-    it on any day the suite runs.
+    it on any day the suite runs. The monotonic reading keeps running (a
+    dispatcher waits out its 20 ms record window and its poll interval in
+    real time) and jumps forward by every advance(), so advancing the clock
+    past a dispatcher's deadline makes it due at once. It counts from the
+    start's epoch seconds, far from time.monotonic()'s origin: a deadline set
+    on one and read on the other is never right by chance.
     """
 
     def __init__(self, start: datetime | None = None) -> None:
         self._now = start or utcnow().replace(microsecond=0)
+        self._jumped = self._now.timestamp() - time.monotonic()
         self._lock = threading.Lock()
 
     def now(self) -> datetime:
@@ -33,11 +40,13 @@ class FakeClock:
             return self._now
 
     def monotonic(self) -> float:
-        return self.now().timestamp()
+        with self._lock:
+            return time.monotonic() + self._jumped
 
     def advance(self, seconds: float) -> datetime:
         with self._lock:
             self._now += timedelta(seconds=seconds)
+            self._jumped += seconds
             return self._now
 
 
@@ -54,6 +63,41 @@ class ScriptedSender:
         with self._lock:
             self.requests.append(request)
             return self.script.popleft() if self.script else self.default
+
+
+class BlockingSender:
+    """A blocking facade over AsyncSender (a real one, real sockets): sends from
+    any thread run on one event loop in a thread of their own. The send loop
+    runs a blocking sender on its thread pool."""
+
+    def __init__(self, **options) -> None:
+        self._options = options
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._sender: AsyncSender | None = None
+        self._lock = threading.Lock()
+
+    def _start(self) -> tuple[asyncio.AbstractEventLoop, AsyncSender]:
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                threading.Thread(
+                    target=loop.run_forever, name="sender-loop", daemon=True
+                ).start()
+                self._sender = AsyncSender(**self._options)
+                self._loop = loop
+            return self._loop, self._sender  # type: ignore[return-value]
+
+    def send(self, request: OutgoingRequest) -> SendResult:
+        loop, sender = self._start()
+        return asyncio.run_coroutine_threadsafe(sender.send(request), loop).result()
+
+    def close(self) -> None:
+        with self._lock:
+            loop, sender, self._loop = self._loop, self._sender, None
+        if loop is None or sender is None:
+            return
+        asyncio.run_coroutine_threadsafe(sender.close(), loop).result()
+        loop.call_soon_threadsafe(loop.stop)
 
 
 @dataclass

@@ -25,6 +25,7 @@ from deliveries.dispatch.transport import AsyncSender
 from deliveries.dispatch.wakeup import make_waker
 from deliveries.notifications.step import OperationalCheck
 from relayproject.lib import dbfeatures
+from relayproject.lib.clock import SystemClock
 from relayproject.lib.logs import log_process_bind
 from relayproject.lib.tracing import tracing_flush
 
@@ -63,18 +64,22 @@ class Command(BaseCommand):
         limit_dispatcher_sessions()
         dead_after = settings.DISPATCHER_DEAD_AFTER_SECONDS
         liveness: queue.SimpleQueue = queue.SimpleQueue()
+        clock = SystemClock()  # one clock: the loop compares the beats' with its own
         heartbeat = Heartbeat(
+            clock=clock,
             worker_id=options["worker_id"],
             dead_after=dead_after,
             lease_seconds=lease,
             liveness=liveness,
         )
         dispatcher = Dispatcher(
+            clock=clock,
             worker_id=options["worker_id"],
             sender=AsyncSender(
                 timeout=settings.HTTP_TIMEOUT_SECONDS,
                 body_limit=settings.RESPONSE_BODY_LIMIT_BYTES,
                 allow_private=settings.RELAY_ALLOW_PRIVATE_DESTINATIONS,
+                monotonic=clock.monotonic,
             ),
             batch_size=batch_size,
             concurrency=concurrency,
@@ -83,9 +88,9 @@ class Command(BaseCommand):
             poll_interval=settings.POLL_INTERVAL_SECONDS,
             waker=make_waker(),
             maintenance=Maintenance(
-                GaugeRefresher(),
-                StatsRefresher(),
-                PartitionKeeper(),
+                GaugeRefresher(clock=clock),
+                StatsRefresher(clock=clock),
+                PartitionKeeper(clock=clock),
                 OperationalCheck(),
             ),
             liveness=liveness,

@@ -9,13 +9,12 @@ import pytest
 from django.db import connection
 
 from deliveries.dispatch.dispatcher import Dispatcher
-from deliveries.dispatch.transport import Sender
 from deliveries.models import Attempt, Delivery
 from deliveries.services import EventInput, events_publish
 from endpoints.health import endpoint_breaker_open
 from endpoints.models import EndpointHealth
 from tests.support import factories
-from tests.support.fakes import Reply
+from tests.support.fakes import BlockingSender, Reply
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.both_backends]
 
@@ -23,7 +22,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.both_backends
 def dispatcher(concurrency: int) -> Dispatcher:
     return Dispatcher(
         worker_id="w",
-        sender=Sender(timeout=5, body_limit=100, allow_private=True),
+        sender=BlockingSender(timeout=5, body_limit=100, allow_private=True),
         batch_size=20,
         concurrency=concurrency,
         lease_seconds=60,

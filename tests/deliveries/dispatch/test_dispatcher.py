@@ -8,13 +8,12 @@ import pytest
 from standardwebhooks.webhooks import Webhook
 
 from deliveries.dispatch.dispatcher import Dispatcher
-from deliveries.dispatch.transport import Sender
 from deliveries.models import Attempt, Delivery
 from deliveries.services import event_publish
 from endpoints.models import EndpointSecret
 from relayproject.lib.clock import utcnow
 from tests.support import factories
-from tests.support.fakes import Reply
+from tests.support.fakes import BlockingSender, Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -22,7 +21,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def make_dispatcher(**kwargs) -> Dispatcher:
     defaults = dict(
         worker_id="w1",
-        sender=Sender(timeout=5, body_limit=4096, allow_private=True),
+        sender=BlockingSender(timeout=5, body_limit=4096, allow_private=True),
         batch_size=10,
         concurrency=4,
         lease_seconds=60,
@@ -116,7 +115,7 @@ def test_a_connection_lost_after_a_claim_commits_strands_no_row(receiver, monkey
         return real_load(**kwargs)
 
     monkeypatch.setattr(dispatcher_module, "jobs_load", load_failing_once)
-    monkeypatch.setattr("deliveries.dispatch.returns.DB_BACKOFF_SECONDS", (0.05,))
+    monkeypatch.setattr("deliveries.dispatch.outage.DB_BACKOFF_SECONDS", (0.05,))
 
     stats = make_dispatcher().run(drain=True)
 

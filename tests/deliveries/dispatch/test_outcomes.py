@@ -8,13 +8,13 @@ from datetime import timedelta
 import pytest
 
 from deliveries.dispatch.dispatcher import Dispatcher
-from deliveries.dispatch.transport import Sender, SendResult
+from deliveries.dispatch.transport import SendResult
 from deliveries.models import Attempt, Delivery
 from deliveries.replay import delivery_replay
 from deliveries.services import event_publish
 from endpoints.models import Endpoint, EndpointHealth
 from tests.support import factories
-from tests.support.fakes import FakeClock, Reply, ScriptedSender
+from tests.support.fakes import BlockingSender, FakeClock, Reply, ScriptedSender
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.both_backends]
 
@@ -184,7 +184,7 @@ def test_only_the_body_limit_of_a_large_response_is_kept(receiver):
     endpoint = factories.endpoint(url=receiver.url)
     publish(endpoint, clock)
 
-    run(clock, Sender(timeout=5, body_limit=1000, allow_private=True))
+    run(clock, BlockingSender(timeout=5, body_limit=1000, allow_private=True))
 
     assert len(Attempt.objects.get().response_body) == 1000
 

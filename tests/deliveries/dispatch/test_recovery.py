@@ -8,11 +8,11 @@ import pytest
 
 from deliveries.dispatch import claiming, outcomes
 from deliveries.dispatch.dispatcher import Dispatcher
-from deliveries.dispatch.transport import Sender, SendResult
+from deliveries.dispatch.transport import SendResult
 from deliveries.models import Attempt, Delivery
 from deliveries.services import event_publish
 from tests.support import factories
-from tests.support.fakes import FakeClock, ScriptedSender
+from tests.support.fakes import BlockingSender, FakeClock, ScriptedSender
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.both_backends]
 
@@ -22,7 +22,7 @@ LEASE = 30
 def dispatcher(clock: FakeClock, sender=None, worker_id: str = "healthy") -> Dispatcher:
     return Dispatcher(
         worker_id=worker_id,
-        sender=sender or Sender(timeout=5, body_limit=4096, allow_private=True),
+        sender=sender or BlockingSender(timeout=5, body_limit=4096, allow_private=True),
         batch_size=10,
         concurrency=2,
         lease_seconds=LEASE,

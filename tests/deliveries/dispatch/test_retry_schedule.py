@@ -10,12 +10,11 @@ import pytest
 from django.urls import reverse
 
 from deliveries.dispatch.dispatcher import Dispatcher
-from deliveries.dispatch.transport import Sender
 from deliveries.models import Attempt, Delivery
 from deliveries.services import event_publish
 from endpoints.models import Endpoint, Membership
 from tests.support import factories
-from tests.support.fakes import FakeClock, Reply
+from tests.support.fakes import BlockingSender, FakeClock, Reply
 from tests.support.portal import user_with_role
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -25,7 +24,7 @@ def send_due(clock: FakeClock) -> None:
     """One claim through the real sender, then past the longest backoff."""
     worker = Dispatcher(
         worker_id="w",
-        sender=Sender(timeout=5, body_limit=4096, allow_private=True),
+        sender=BlockingSender(timeout=5, body_limit=4096, allow_private=True),
         batch_size=10,
         concurrency=1,
         lease_seconds=60,

@@ -9,9 +9,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from deliveries.dispatch.transport import AsyncSender, OutgoingRequest, Sender
+from deliveries.dispatch.transport import AsyncSender, OutgoingRequest
 from deliveries.retry import parse_retry_after
-from tests.support.fakes import Receiver, Reply
+from tests.support.fakes import BlockingSender, Receiver, Reply
 from tests.support.hostile import (
     CASES,
     GZIP_BOMB,
@@ -282,7 +282,7 @@ def test_a_body_cut_at_the_limit_leaves_the_sender_working(hostile):
 
 def test_the_blocking_sender_sends_from_threads_on_one_loop():
     with Receiver() as rx:
-        sender = Sender(timeout=5, body_limit=LIMIT, allow_private=True)
+        sender = BlockingSender(timeout=5, body_limit=LIMIT, allow_private=True)
         try:
             result = sender.send(OutgoingRequest(url=rx.url, headers={}, body=b"{}"))
         finally:

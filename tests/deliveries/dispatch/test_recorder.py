@@ -1,18 +1,23 @@
-"""One outcome the database refuses cannot sink its flush, nor poison its row."""
+"""The recorder: one outcome the database refuses cannot sink its flush, nor
+poison its row; and its timing is the injected clock's."""
 
 from __future__ import annotations
 
 import random
+import threading
 
 import pytest
 
-from deliveries.dispatch import claiming, outcomes, recording
+from deliveries.dispatch import claiming, gate, outcomes, recorder
+from deliveries.dispatch.dispatcher import Dispatcher
+from deliveries.dispatch.jobs import jobs_load
+from deliveries.dispatch.sendloop import Finished
 from deliveries.dispatch.transport import SendResult
 from deliveries.models import Attempt, Delivery
 from deliveries.ops import counters
 from deliveries.services import event_publish
 from tests.support import factories
-from tests.support.fakes import FakeClock
+from tests.support.fakes import FakeClock, ScriptedSender
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.both_backends]
 
@@ -46,7 +51,7 @@ def claimed_flush(clock: FakeClock, results: list[SendResult]) -> list[outcomes.
 
 
 def record(clock: FakeClock, sent: list[outcomes.Sent]) -> outcomes.Recorded:
-    return recording.flush_record(
+    return recorder.flush_record(
         sent=sent, worker_id="w", now=clock.now(), rand=random.Random(1)
     )
 
@@ -126,3 +131,105 @@ def test_an_outcome_nothing_can_store_is_released_without_spending_an_attempt():
     )
     assert released.next_attempt_at > clock.now()
     assert not Attempt.objects.filter(delivery_id=broken.delivery_id).exists()
+
+
+# -- its timing is the injected clock's -------------------------------------
+
+
+class HourPerLook(FakeClock):
+    """Each monotonic reading an hour past the last (wall time unmoved, so
+    leases hold): every deadline kept on this clock is due at the next look,
+    while on time.monotonic() an hour-long one would keep a test waiting."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._looks = 0
+        self._looks_lock = threading.Lock()
+
+    def monotonic(self) -> float:
+        with self._looks_lock:
+            self._looks += 1
+            return super().monotonic() + 3600 * self._looks
+
+
+def a_recorder(clock: FakeClock) -> recorder.Recorder:
+    return recorder.Recorder(
+        worker_id="w",
+        clock=clock,
+        rand=random.Random(1),
+        lease_seconds=LEASE,
+        watch=gate.BreakerWatch(monotonic=clock.monotonic),
+        stats=recorder.Stats(),
+    )
+
+
+def finished_jobs(clock: FakeClock, count: int) -> list[Finished]:
+    endpoint = factories.endpoint()
+    for n in range(count):
+        event_publish(
+            merchant=endpoint.merchant, type="a", data={"n": n}, now=clock.now()
+        )
+    claim = claiming.claim_batch(
+        worker_id="w", now=clock.now(), lease_seconds=LEASE, limit=count
+    )
+    jobs = jobs_load(
+        delivery_ids=claim.delivery_ids,
+        lease_until=claim.lease_until,
+        probe_ids=set(),
+        now=clock.now(),
+    )
+    return [Finished(job=job, result=HEALTHY, started_at=clock.now()) for job in jobs]
+
+
+def test_outcomes_wait_out_the_record_window_on_the_injected_clock(monkeypatch):
+    monkeypatch.setattr(recorder, "RECORD_EVERY_SECONDS", 3600)
+    clock = FakeClock()
+    rec = a_recorder(clock)
+    (done,) = finished_jobs(clock, 1)
+    rec.handed([done.job])
+    rec.take(done)
+
+    assert rec.flush(force=False, stopping=False).recorded is False
+    assert rec.record_in() == pytest.approx(3600, abs=5)
+    assert Delivery.objects.get().status == Delivery.Status.DELIVERING
+
+    clock.advance(3601)
+    assert rec.record_in() == 0
+    flushed = rec.flush(force=False, stopping=False)
+    assert flushed.recorded is True
+    assert flushed.failures == {}
+    assert Delivery.objects.get().status == Delivery.Status.SUCCEEDED
+    assert rec.idle and rec.stats.succeeded == 1
+
+
+def test_the_dispatcher_records_and_claims_on_its_clock_not_time_monotonic(
+    monkeypatch,
+):
+    # An hour-long record window and poll interval: a dispatcher timing either
+    # on time.monotonic() would sit on its outcomes and never finish the drain.
+    monkeypatch.setattr(recorder, "RECORD_EVERY_SECONDS", 3600)
+    clock = HourPerLook()
+    endpoint = factories.endpoint()
+    for n in range(3):
+        event_publish(
+            merchant=endpoint.merchant, type="a", data={"n": n}, now=clock.now()
+        )
+    dispatcher = Dispatcher(
+        worker_id="w",
+        sender=ScriptedSender(),
+        batch_size=10,
+        concurrency=2,
+        lease_seconds=LEASE,
+        poll_interval=3600,
+        clock=clock,
+        rand=random.Random(1),
+    )
+    runs = threading.Thread(target=dispatcher.run, kwargs={"drain": True})
+    runs.start()
+    runs.join(timeout=30)
+    finished_in_time = not runs.is_alive()
+    if not finished_in_time:
+        dispatcher.stop()
+        runs.join(timeout=30)
+    assert finished_in_time, "the dispatcher waited on a clock it was not given"
+    assert set(Delivery.objects.values_list("status", flat=True)) == {"succeeded"}

@@ -1,0 +1,157 @@
+"""A flush's delivery rows: the columns each verdict writes, and the one
+fenced UPDATE that writes them (outcomes.py calls it inside its transaction).
+
+Fenced: a row changes only while this worker still holds the lease it was
+claimed with, so a worker whose lease was taken over cannot overwrite the
+new owner.
+"""
+
+from __future__ import annotations
+
+import random
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from django.conf import settings
+from django.db import connection
+
+from deliveries import retry
+from deliveries.dispatch import backend, prepared
+from deliveries.dispatch.transport import SendResult
+from deliveries.models import Delivery
+from deliveries.publish.sanitize import storable_text
+from deliveries.retry import is_success
+
+if TYPE_CHECKING:
+    from deliveries.dispatch.outcomes import Sent
+
+
+_COLUMNS = (
+    ("id", "text"),
+    ("lease_until", "timestamptz"),
+    ("attempt_count", "integer"),
+    ("last_attempt_at", "timestamptz"),
+    ("last_status_code", "integer"),
+    ("last_error", "text"),
+    ("last_response_ms", "double precision"),
+    ("status", "text"),
+    ("succeeded_at", "timestamptz"),
+    ("dead_at", "timestamptz"),
+    ("next_attempt_at", "timestamptz"),
+)
+
+
+def deliveries_update(
+    items: list[tuple[Sent, retry.Verdict]],
+    *,
+    worker_id: str,
+    now: datetime,
+    rand: random.Random,
+) -> set[str]:
+    """One fenced UPDATE ... FROM unnest(...) for the whole flush; returns ids updated."""
+    if not backend.binds_arrays():
+        return {
+            item.delivery_id
+            for item, verdict in items
+            if _update_delivery(item, verdict, worker_id=worker_id, now=now, rand=rand)
+        }
+    columns: list[list] = [[] for _ in _COLUMNS]
+    for item, verdict in items:
+        f = _delivery_fields(item, verdict, now=now, rand=rand)
+        row = [
+            item.delivery_id,
+            item.lease_until,
+            f["attempt_count"],
+            f["last_attempt_at"],
+            f["last_status_code"],
+            f["last_error"],
+            f["last_response_ms"],
+            f["status"],
+            f.get("succeeded_at"),
+            f.get("dead_at"),
+            f.get("next_attempt_at"),
+        ]
+        for column, value in zip(columns, row, strict=True):
+            column.append(value)
+    with prepared.statements(), connection.cursor() as cursor:
+        cursor.execute(_UPDATE_SQL, [*columns, worker_id])
+        return {r[0] for r in cursor.fetchall()}
+
+
+# One array per column (unnest), not VALUES rows: the statement's text is the
+# same for every flush, so a dispatcher's session prepares it once.
+_UPDATE_SQL = (
+    f"UPDATE {Delivery._meta.db_table} AS d SET attempt_count = v.attempt_count, "
+    "last_attempt_at = v.last_attempt_at, last_status_code = v.last_status_code, "
+    "last_error = v.last_error, last_response_ms = v.last_response_ms, "
+    "status = v.status, claimed_by = '', claimed_until = NULL, "
+    "succeeded_at = COALESCE(v.succeeded_at, d.succeeded_at), "
+    "dead_at = COALESCE(v.dead_at, d.dead_at), "
+    "next_attempt_at = COALESCE(v.next_attempt_at, d.next_attempt_at) "
+    "FROM unnest("
+    + ", ".join(f"%s::{t}[]" for _, t in _COLUMNS)
+    + f") AS v({', '.join(n for n, _ in _COLUMNS)}) "
+    "WHERE d.id = v.id AND d.status = 'delivering' AND d.claimed_by = %s "
+    "AND d.claimed_until = v.lease_until RETURNING d.id"
+)
+
+
+def _delivery_fields(
+    item: Sent, verdict: retry.Verdict, *, now: datetime, rand: random.Random
+) -> dict:
+    result = item.result
+    fields: dict = {
+        "attempt_count": item.attempt_count + 1,
+        "last_attempt_at": item.started_at,
+        "last_status_code": result.status_code,
+        "last_error": error_text(result),
+        "last_response_ms": result.duration_ms,
+        "claimed_by": "",
+        "claimed_until": None,
+    }
+    if verdict == retry.Verdict.SUCCEEDED:
+        fields.update(status=Delivery.Status.SUCCEEDED, succeeded_at=now)
+    elif verdict == retry.Verdict.RETRY:
+        delay = retry.next_delay(
+            failed_attempts=item.attempt_count + 1 - item.budget_start,
+            status_code=result.status_code,
+            retry_after_header=result.retry_after,
+            base=settings.RETRY_BASE_SECONDS,
+            max_delay=settings.RETRY_MAX_DELAY_SECONDS,
+            rand=rand,
+            now=now,
+        )
+        fields.update(
+            status=Delivery.Status.PENDING,
+            next_attempt_at=now + timedelta(seconds=delay),
+        )
+    else:
+        fields.update(status=Delivery.Status.DEAD, dead_at=now)
+    return fields
+
+
+def _update_delivery(
+    item: Sent,
+    verdict: retry.Verdict,
+    *,
+    worker_id: str,
+    now: datetime,
+    rand: random.Random,
+) -> bool:
+    fields = _delivery_fields(item, verdict, now=now, rand=rand)
+    return bool(
+        Delivery.objects.filter(
+            pk=item.delivery_id,
+            status=Delivery.Status.DELIVERING,
+            claimed_by=worker_id,
+            claimed_until=item.lease_until,
+        ).update(**fields)
+    )
+
+
+def error_text(result: SendResult) -> str:
+    if result.error_kind:
+        return storable_text(result.error_kind, limit=100)
+    if result.status_code is not None and not is_success(result.status_code):
+        return f"http {result.status_code}"
+    return ""
