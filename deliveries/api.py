@@ -145,7 +145,30 @@ def event_batch_create(request: HttpRequest, payload: EventBatchIn):
         raise _unknown_merchant(exc.slug, loc) from None
     except EventsRefused as exc:
         raise _refused(exc, lambda index: ["body", "events", index]) from None
-    return Status(201, {"items": events})
+    # The answer as EventBatchOut would dump it, built here: having ninja
+    # validate the events it was just given (pydantic, through its getters)
+    # was a third of a batch's time (issue 21). The same bytes, which
+    # tests/api/test_events.py holds it to; the OpenAPI document still
+    # comes from the response= above.
+    from relayproject.api import api  # which imports this module's router
+
+    return api.create_response(
+        request, {"items": [_event_out(e) for e in events]}, status=201
+    )
+
+
+def _event_out(event) -> dict:
+    """A just-published event as EventOut dumps it: its fields, in order."""
+    return {
+        "id": event.pk,
+        "type": event.type,
+        "merchant": event.merchant.slug,
+        "created_at": event.created_at,
+        "deliveries": [
+            {"id": d.pk, "endpoint_id": d.endpoint_id, "status": d.status}
+            for d in event.created_deliveries
+        ],
+    }
 
 
 @router.get("/events/{event_id}", response={200: EventDetail, **COMMON_ERRORS})

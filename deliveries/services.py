@@ -13,10 +13,10 @@ from deliveries.publish import fanout, validation
 from deliveries.publish.outbox import (
     NOTIFY_CHANNEL,
     Draft,
+    Take,
     drafts_write,
     notify_dispatchers,
 )
-from deliveries.publish.rate import publish_rate_take
 from endpoints import quotas
 from endpoints.audiences import Audience, AudienceChanged, audiences
 from endpoints.models import Endpoint, Merchant
@@ -133,18 +133,18 @@ def drafts_publish(
     items = read(True)
     with tracer.start_as_current_span("relay.publish") as span:
         drafts = drafts_prepare(items=items, now=now, aimed_at=aimed_at)
-        if rate_limited:
-            # After the checks (a refused request writes nothing), before the
-            # write; deliveries/publish/rate.py argues the place.
-            publish_rate_take(costs=_costs(items), now=now.timestamp())
+        # After the checks (a refused request writes nothing), with the
+        # write; deliveries/publish/rate.py argues the place.
+        rate = Take(_costs(items), now.timestamp()) if rate_limited else None
         unchanged = {a.merchant.pk: a.fingerprint for a, _ in items if a.fingerprint}
         try:
             written = drafts_write(
-                drafts, only_new_key=only_new_key, unchanged=unchanged
+                drafts, only_new_key=only_new_key, unchanged=unchanged, rate=rate
             )
         except AudienceChanged:
+            # Nothing was taken either: the take waits for the audiences' check.
             drafts = drafts_prepare(items=read(False), now=now, aimed_at=aimed_at)
-            written = drafts_write(drafts, only_new_key=only_new_key)
+            written = drafts_write(drafts, only_new_key=only_new_key, rate=rate)
         if not written:
             return []
         created = drafts_published(drafts)

@@ -108,7 +108,11 @@ def _database_from_url(url: str) -> dict:
         }
     else:
         db["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=60)
-        db["CONN_HEALTH_CHECKS"] = True
+        # Not Django's health check, a `SELECT 1` round trip before every
+        # request's first query: web processes poll the session's socket
+        # instead (relayproject/lib/dbsessions.py); dispatchers retry on
+        # their own.
+        db["CONN_HEALTH_CHECKS"] = False
         # No JIT: every query here is short, and above jit_above_cost the
         # planner compiled some (a 500-row endpoint read whose estimate a
         # correlated subquery inflated) for about a second under load.

@@ -11,6 +11,7 @@ import os
 
 from django.core import checks
 from django.core.management.base import SystemCheckError
+from django.core.signals import request_started
 from django.core.wsgi import get_wsgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "relayproject.settings")
@@ -22,3 +23,8 @@ _refusals = [
 ]
 if _refusals:
     raise SystemCheckError("\n".join(_refusals))
+
+from relayproject.lib.dbsessions import close_ended_sessions  # noqa: E402 (after setup)
+
+# In place of Django's per-request health check (settings: CONN_HEALTH_CHECKS).
+request_started.connect(close_ended_sessions, dispatch_uid="close_ended_sessions")

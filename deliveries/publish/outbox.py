@@ -23,12 +23,30 @@ from dataclasses import dataclass, field
 from django.db import IntegrityError, connection, transaction
 
 from deliveries.models import Delivery, Event
+from deliveries.publish.rate import (
+    GRANTED_SQL,
+    VERDICT_SQL,
+    publish_rate_take,
+    take_ctes,
+    take_judge,
+    take_params,
+)
 from endpoints.audiences import AudienceChanged, guard_sql
+from endpoints.models import Merchant
 from relayproject.lib import citus, dbfeatures, rowsql
 
 NOTIFY_CHANNEL = "relay_deliveries"
 
 _BY_EVENT = frozenset({"event_id"})  # deliveries of unwritten events are skipped
+
+
+@dataclass(frozen=True)
+class Take:
+    """Publish-bucket tokens a write takes: merchant id -> (merchant, events),
+    at now (unix seconds); see deliveries.publish.rate."""
+
+    costs: Mapping[int, tuple[Merchant, int]]
+    now: float
 
 
 @dataclass
@@ -45,6 +63,7 @@ def drafts_write(
     *,
     only_new_key: bool = False,
     unchanged: Mapping[int, str] | None = None,
+    rate: Take | None = None,
 ) -> bool:
     """Write drafts atomically; False if nothing was written because an event
     with the (one) draft's idempotency key is stored already (only_new_key).
@@ -56,13 +75,20 @@ def drafts_write(
     On PostgreSQL the key is looked up in the writing statement, whose
     snapshot must be younger than the caller's lock on that key (see
     deliveries.publish.ingest): partitioned events have no unique index on the key.
+
+    rate: take these tokens from the merchants' publish buckets first
+    (deliveries.publish.rate), all or none; raises LimitExceeded, having
+    written nothing, when one is refused. On PostgreSQL the take is part of
+    the writing statement: one round trip and one commit for both.
     """
     if not drafts:
         return True
     if dbfeatures.batch_statements() and citus.on():
-        return _write_by_shard(drafts, only_new_key, unchanged or {})
+        return _write_by_shard(drafts, only_new_key, unchanged or {}, rate)
     if dbfeatures.batch_statements():
-        return _write_postgres(drafts, only_new_key, unchanged or {})
+        return _write_postgres(drafts, only_new_key, unchanged or {}, rate)
+    if rate is not None:
+        publish_rate_take(costs=rate.costs, now=rate.now)
     return _write_orm(drafts, idempotent=only_new_key)
 
 
@@ -75,7 +101,10 @@ def notify_dispatchers() -> None:
 
 
 def _write_postgres(
-    drafts: Sequence[Draft], only_new_key: bool, unchanged: Mapping[int, str]
+    drafts: Sequence[Draft],
+    only_new_key: bool,
+    unchanged: Mapping[int, str],
+    rate: Take | None,
 ) -> bool:
     events = [d.event for d in drafts]
     deliveries = [x for d in drafts for x in d.deliveries]
@@ -87,6 +116,14 @@ def _write_postgres(
         all_params += params
         conditions.append(("(SELECT ok FROM fresh)", []))
         answers.append("(SELECT ok FROM fresh)")
+    if rate is not None:
+        # Taken only if the audiences hold (else nothing is taken, and the
+        # caller fans out again and comes back here); written only if taken.
+        guard = "(SELECT ok FROM fresh)" if unchanged else "TRUE"
+        ctes.append(take_ctes(guard=guard))
+        all_params += take_params(rate.costs, rate.now)
+        conditions.append((GRANTED_SQL, []))
+        answers.append(VERDICT_SQL)
     if only_new_key:
         conditions.append(
             (
@@ -123,13 +160,18 @@ def _write_postgres(
         row = cursor.fetchone()
     if unchanged and not row[1]:
         raise AudienceChanged(sorted(unchanged))
+    if rate is not None:
+        take_judge(rate.costs, row[2 if unchanged else 1], rate.now)
     if notify and row[-1] is not None:
         _mark_notified()
     return row[0] == len(events)
 
 
 def _write_by_shard(
-    drafts: Sequence[Draft], only_new_key: bool, unchanged: Mapping[int, str]
+    drafts: Sequence[Draft],
+    only_new_key: bool,
+    unchanged: Mapping[int, str],
+    rate: Take | None,
 ) -> bool:
     """drafts_write on Citus: one statement per merchant, so each writes an
     event and its deliveries on that merchant's shard (a batch of several
@@ -154,13 +196,18 @@ def _write_by_shard(
     for draft in drafts:
         by_merchant.setdefault(draft.event.merchant_id, []).append(draft)
     with transaction.atomic():
+        if rate is not None:
+            # Its own statement here, in the same transaction as the writes:
+            # a stale audience (AudienceChanged) rolls the take back with
+            # them, so drafts_publish's retry takes once, as elsewhere.
+            publish_rate_take(costs=rate.costs, now=rate.now)
         for merchant_id, group in by_merchant.items():
             guard = (
                 {merchant_id: unchanged[merchant_id]}
                 if merchant_id in unchanged
                 else {}
             )
-            _write_postgres(group, False, guard)
+            _write_postgres(group, False, guard, None)
     return True
 
 

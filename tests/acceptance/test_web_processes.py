@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import requests
+from django.db import connection
 
 from endpoints.apikeys import apikey_create
 from endpoints.models import Endpoint
@@ -161,3 +162,46 @@ def test_every_worker_sees_endpoint_changes_at_the_next_publish(web):
         now=utcnow(),
     )
     assert _targets(web.publish_until_both_workers_answer(key, event)) == {frozenset()}
+
+
+def _end_other_sessions() -> int:
+    """pg_terminate_backend every other session on the test database (the
+    worker's), as a server restart ends them; wait until they are gone."""
+    others = (
+        " FROM pg_stat_activity"
+        " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)){others}"
+        )
+        ended = cursor.fetchone()[0]
+
+    def gone() -> bool:
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT count(*){others}")
+            return cursor.fetchone()[0] == 0
+
+    wait_until(gone, timeout=10, what="the ended sessions to go")
+    return ended
+
+
+def test_a_worker_whose_session_the_server_ended_answers_the_next_request(
+    transactional_db, tmp_path
+):
+    # No per-request health check (settings.CONN_HEALTH_CHECKS): the worker
+    # sees the ended session on its socket and connects afresh, so not even
+    # the first request after the "restart" fails (relayproject/lib/dbsessions.py).
+    merchant = factories.merchant("acme")
+    factories.endpoint(merchant)
+    _, key = apikey_create(name="web")
+    server = Web(tmp_path, workers=1)
+    try:
+        wait_until(server.up, timeout=60, what="gunicorn to answer /healthz")
+        event = {"merchant": "acme", "type": "order.created", "data": {}}
+        server._post(key, event, "before")
+        for round in range(3):
+            assert _end_other_sessions() == 1  # the worker's persistent session
+            server._post(key, event, f"after-{round}")  # 201, or it raises
+    finally:
+        server.close()

@@ -12,7 +12,8 @@ import threading
 import pytest
 from django.db import connection, transaction
 
-from deliveries.models import PublishBucket
+from deliveries.models import Delivery, Event, PublishBucket
+from deliveries.publish.ingest import events_ingest
 from deliveries.publish.rate import publish_rate_take
 from endpoints.models import Endpoint, Merchant
 from endpoints.services import endpoint_create
@@ -107,3 +108,25 @@ def test_a_publish_that_races_for_the_last_tokens_sees_them_taken():
     assert second.status == 429
     assert second.retry_after > 9000  # a token in 10,000 s
     assert PublishBucket.objects.get().tokens == pytest.approx(0, abs=0.01)
+
+
+def test_two_api_publishes_race_for_the_last_token_and_one_writes():
+    # The API's publish takes its token in its writing statement: the loser
+    # waits for the winner's row lock, sees the token gone, writes nothing.
+    merchant = factories.merchant("acme")
+    Merchant.objects.filter(pk=merchant.pk).update(
+        publish_rate_per_second=0.0001, publish_burst=2
+    )
+    factories.endpoint(merchant)
+    events_ingest(items=[("acme", "order.paid", {"n": 0})])  # one token left
+
+    def publish():
+        return events_ingest(items=[("acme", "order.paid", {"n": 1})])
+
+    first, second = _race(publish, publish)
+
+    assert len(first) == 1
+    assert isinstance(second, LimitExceeded)
+    assert second.status == 429
+    assert PublishBucket.objects.get().tokens == pytest.approx(0, abs=0.01)
+    assert Event.objects.count() == Delivery.objects.count() == 2

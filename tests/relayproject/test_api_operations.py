@@ -6,9 +6,12 @@ from datetime import timedelta
 
 import pytest
 
+from deliveries import selectors
 from deliveries.models import Attempt, Delivery
+from deliveries.schemas import EventBatchOut
 from deliveries.services import event_publish
 from endpoints.models import EndpointSecret, Merchant
+from relayproject.api import api
 from relayproject.lib.clock import utcnow
 from tests.support import factories
 from tests.support.api import assert_problem
@@ -188,20 +191,38 @@ def test_event_create_fans_out_and_lists_the_deliveries(any_key, merchant):
     ]
 
 
-def test_event_batch_of_several_merchants_in_input_order(platform, merchant):
-    other = factories.merchant("globex")
+def _batch_of_acme_globex_acme(platform, merchant):
     factories.endpoint(merchant)
-    factories.endpoint(other)
+    factories.endpoint(factories.merchant("globex"))
     events = [
         {"merchant": slug, "type": "order.created", "data": {"i": i}}
         for i, slug in enumerate(["acme", "globex", "acme"])
     ]
-    response = platform.post("/events/batch", {"events": events})
+    return platform.post("/events/batch", {"events": events})
+
+
+def test_event_batch_of_several_merchants_in_input_order(platform, merchant):
+    response = _batch_of_acme_globex_acme(platform, merchant)
     assert response.status_code == 201
     items = response.json()["items"]
     assert [i["merchant"] for i in items] == ["acme", "globex", "acme"]
     assert all(len(i["deliveries"]) == 1 for i in items)
     assert Delivery.objects.count() == 3
+
+
+def test_a_batch_answers_the_bytes_its_schema_would_make(platform, merchant):
+    # The batch answer is built without the schema (deliveries/api.py): it
+    # must be what ninja makes of EventBatchOut, byte for byte.
+    factories.endpoint(merchant, event_types=["order.*"])  # two deliveries each
+    response = _batch_of_acme_globex_acme(platform, merchant)
+
+    assert response.status_code == 201
+    ids = [item["id"] for item in response.json()["items"]]
+    stored = {e.pk: e for e in selectors.events_with_deliveries().filter(pk__in=ids)}
+    schema = EventBatchOut.model_validate({"items": [stored[i] for i in ids]})
+    expected = api.renderer.render(None, schema.model_dump(), response_status=201)
+    assert response.content == expected.encode()
+    assert response["Content-Type"] == api.get_content_type()
 
 
 def test_event_get_shows_data_and_deliveries(any_key, merchant):

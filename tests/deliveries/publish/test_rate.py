@@ -6,7 +6,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.urls import reverse
 
-from deliveries.models import Event, PublishBucket
+from deliveries.models import Delivery, Event, PublishBucket
 from deliveries.publish.rate import publish_rate_take
 from endpoints.models import EventType, Membership, Merchant
 from relayproject.lib.limits import LimitExceeded
@@ -46,7 +46,8 @@ def test_past_the_rate_a_publish_is_a_429_with_retry_after(acme):
     assert "PUBLISH_RATE_PER_MERCHANT" not in body["detail"]  # its own rate
     assert "0.01 events per second, 4 at once" in body["detail"]
     assert 99 <= int(response["Retry-After"]) <= 100
-    assert Event.objects.count() == 4
+    # Nothing half-written: no event, no delivery of the refused one.
+    assert Event.objects.count() == Delivery.objects.count() == 4
 
 
 def test_a_batch_counts_its_events(acme):
