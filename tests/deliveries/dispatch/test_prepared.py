@@ -7,6 +7,8 @@ from django.db import connection
 
 from deliveries.dispatch import claiming, prepared, session
 from deliveries.dispatch.session import limit_dispatcher_sessions
+from deliveries.models import Event
+from deliveries.publish.ingest import events_ingest
 from deliveries.services import event_publish
 from relayproject.lib.clock import utcnow
 from tests.support import factories
@@ -63,3 +65,27 @@ def test_the_setting_decides_whether_dispatcher_sessions_prepare(
     monkeypatch.setattr(session, "connections", {"default": unconnected})
     limit_dispatcher_sessions()
     assert ("prepare_threshold" in unconnected.settings_dict["OPTIONS"]) is enabled
+
+
+def _prepared_publishes() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s",
+            ["%INSERT INTO deliveries_event%"],
+        )
+        return cursor.fetchone()[0]
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_a_web_session_prepares_the_publish_once_it_repeats(settings, enabled):
+    # The API's writing statement (deliveries/publish/outbox.py) is planned
+    # once per session, not at every publish; the events' and deliveries'
+    # number does not change its text.
+    settings.DB_PREPARED_STATEMENTS = enabled
+    merchant = factories.merchant("acme")
+    factories.endpoint(merchant)
+    for n in range(4):
+        events_ingest(items=[("acme", "order.created", {"n": n})] * (n + 1))
+    assert _prepared_publishes() == (1 if enabled else 0)
+    assert connection.connection.prepare_threshold is None  # as Django left it
+    assert Event.objects.count() == 10
