@@ -16,13 +16,17 @@ from tests.support import factories
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
 
-def prepared_claims() -> int:
+def prepared_count(like: str) -> int:
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s",
-            ["%FOR UPDATE SKIP LOCKED%"],
+            [like],
         )
         return cursor.fetchone()[0]
+
+
+def prepared_claims() -> int:
+    return prepared_count("%FOR UPDATE SKIP LOCKED%")
 
 
 def test_a_dispatcher_session_prepares_the_claim_once_it_repeats():
@@ -67,15 +71,6 @@ def test_the_setting_decides_whether_dispatcher_sessions_prepare(
     assert ("prepare_threshold" in unconnected.settings_dict["OPTIONS"]) is enabled
 
 
-def _prepared_publishes() -> int:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s",
-            ["%INSERT INTO deliveries_event%"],
-        )
-        return cursor.fetchone()[0]
-
-
 @pytest.mark.parametrize("enabled", [True, False])
 def test_a_web_session_prepares_the_publish_once_it_repeats(settings, enabled):
     # The API's writing statement (deliveries/publish/outbox.py) is planned
@@ -86,6 +81,6 @@ def test_a_web_session_prepares_the_publish_once_it_repeats(settings, enabled):
     factories.endpoint(merchant)
     for n in range(4):
         events_ingest(items=[("acme", "order.created", {"n": n})] * (n + 1))
-    assert _prepared_publishes() == (1 if enabled else 0)
+    assert prepared_count("%INSERT INTO deliveries_event%") == (1 if enabled else 0)
     assert connection.connection.prepare_threshold is None  # as Django left it
     assert Event.objects.count() == 10
