@@ -27,7 +27,7 @@ from django.http import Http404, HttpRequest
 from ninja.security import HttpBearer
 
 from endpoints.models import ApiKey, Endpoint, Merchant
-from relayproject.lib import rowsql
+from relayproject.lib import dbfeatures, rowsql
 from relayproject.lib.clock import utcnow
 from relayproject.lib.ttlcache import TtlCache
 
@@ -90,7 +90,7 @@ def apikey_authenticate(raw: str, *, now: datetime | None = None) -> ApiKey | No
 def _apikey_read(key_hash: str, *, now: datetime) -> ApiKey | None:
     """The live key with its merchant, marking it used if it was not lately."""
     stale = now - timedelta(seconds=API_KEY_TOUCH_SECONDS)
-    if connection.vendor != "postgresql":
+    if not dbfeatures.batch_statements():
         key = (
             ApiKey.objects.select_related("merchant")
             .filter(key_hash=key_hash, revoked_at__isnull=True)

@@ -33,7 +33,7 @@ from django.db.models.lookups import GreaterThanOrEqual
 from endpoints import breaker, ratelimit
 from endpoints.merchant_keyed import endpoint_merchants
 from endpoints.models import Endpoint, EndpointHealth
-from relayproject.lib import citus
+from relayproject.lib import citus, dbfeatures
 from relayproject.lib.clock import utcnow
 from relayproject.lib.tracing import span_event
 
@@ -385,7 +385,7 @@ def stats_write(rows: list[tuple], *, now: datetime) -> int:
     """Write (endpoint, *STAT_FIELDS) rows; how many."""
     if not rows:
         return 0
-    if connection.vendor == "postgresql":
+    if dbfeatures.batch_statements():
         columns = [list(column) for column in zip(*rows, strict=True)]
         with connection.cursor() as cursor:
             cursor.execute(_PG_STATS_UPDATE, [now, *columns])

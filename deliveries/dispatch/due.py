@@ -15,7 +15,7 @@ from django.db import connection
 from django.db.models import Count, F, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
 
-from deliveries.dispatch import claim_sql
+from deliveries.dispatch import backend, claim_sql
 from deliveries.dispatch.prepared import AnyOf  # noqa: F401 - registers field__any
 from deliveries.models import Delivery
 from endpoints.models import Endpoint, EndpointHealth
@@ -67,7 +67,7 @@ def endpoints_with_due_work(*, now: datetime, limit: int) -> dict[str, Due]:
     only skip full endpoints and merchants; they are counted again under the
     merchant's lock before anything is taken.
     """
-    if connection.vendor == "postgresql":
+    if backend.shared_by_dispatchers():
         with connection.cursor() as cursor:
             cursor.execute(
                 claim_sql.DUE_SHARDED if citus.on() else claim_sql.DUE,
