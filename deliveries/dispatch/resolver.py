@@ -68,6 +68,16 @@ def check_literal(url: str, *, allow_private: bool) -> None:
     """Refuse url if it is malformed, or if its host is an address (in any
     numeric form) that the policy refuses. Host names are left to the resolver.
     """
+    _check_literal_url(url, allow_private)
+
+
+@functools.lru_cache(maxsize=4096)
+def _check_literal_url(url: str, allow_private: bool) -> None:
+    # Runs before every send, and an endpoint sends to one URL again and
+    # again: its verdict is a pure function of the string (the parse, the
+    # numeric forms, the literal's check below), so a pass is remembered and
+    # a refusal (it raises) is judged afresh each time. Host names are not
+    # judged here, so nothing that DNS could change is kept.
     host, port = destinations.url_host_and_port(url)
     if _literal_address(host) is not None:
         _check_literal_host(host, port, allow_private)

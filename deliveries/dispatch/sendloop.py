@@ -20,7 +20,7 @@ their outcomes are fenced off by the lease (outcomes.py).
 from __future__ import annotations
 
 import asyncio
-import hashlib
+import functools
 import hmac
 import inspect
 import logging
@@ -47,6 +47,7 @@ from deliveries.models import ErrorKind
 from deliveries.request import outgoing_headers
 from deliveries.retry import is_success
 from relayproject.lib.clock import Clock
+from relayproject.lib.tracing import spans_made
 
 # Past its own deadline the transport has failed to stop an attempt: the loop
 # ends it this much later, so a stuck send can never keep a dispatcher from
@@ -289,21 +290,28 @@ class SendLoop:
 
     async def _send(self, job: Job) -> None:
         started_at = self.clock.now()
-        span = spans.send_span_start(job)
+        # With no tracer provider the span would be a no-op whose attributes
+        # (the URL parsed again, ids) are built and dropped on every send, and
+        # its traceparent would be empty anyway.
+        span = spans.send_span_start(job) if spans_made() else None
         try:
-            with trace.use_span(span, end_on_exit=False):
-                result = await self._attempt(
-                    job,
-                    started_at,
-                    traceparent=spans.traceparent_header(span)
-                    if self.send_traceparent
-                    else "",
-                )
+            if span is None:
+                result = await self._attempt(job, started_at)
+            else:
+                with trace.use_span(span, end_on_exit=False):
+                    result = await self._attempt(
+                        job,
+                        started_at,
+                        traceparent=spans.traceparent_header(span)
+                        if self.send_traceparent
+                        else "",
+                    )
         except Exception as exc:  # noqa: BLE001 - a send must never kill the loop
             result = SendResult(
                 None, 0.0, ErrorKind.CONNECTION, f"{type(exc).__name__}: {exc}"[:500]
             )
-        spans.send_span_end(span, job, result)
+        if span is not None:
+            spans.send_span_end(span, job, result)
         self.lanes.finished(job, failed=_failed(result))
         self.outbox.put(Finished(job, result, started_at))
         self._pump()
@@ -373,14 +381,19 @@ FINGERPRINT_CONTEXT = b"webhook-relay attempt header fingerprint v1"
 
 
 def _fingerprint_key() -> bytes:
-    return hmac.new(
-        settings.SECRET_KEY.encode(), FINGERPRINT_CONTEXT, hashlib.sha256
-    ).digest()
+    return _fingerprint_key_of(settings.SECRET_KEY)
 
 
-def fingerprint(value: str) -> str:
-    digest = hmac.new(_fingerprint_key(), value.encode(), hashlib.sha256)
-    return "redacted, hmac " + digest.hexdigest()[:8]
+@functools.lru_cache(maxsize=4)
+def _fingerprint_key_of(secret_key: str) -> bytes:
+    # Derived once per SECRET_KEY, not once per header of every send; keyed
+    # by the key itself, so a changed setting (tests override it) derives anew.
+    return hmac.digest(secret_key.encode(), FINGERPRINT_CONTEXT, "sha256")
+
+
+def fingerprint(value: str, *, key: bytes | None = None) -> str:
+    digest = hmac.digest(key or _fingerprint_key(), value.encode(), "sha256")
+    return "redacted, hmac " + digest.hex()[:8]
 
 
 def recorded_headers(
@@ -388,10 +401,14 @@ def recorded_headers(
 ) -> tuple[tuple[str, str], ...]:
     """The headers as sent, in order, with custom header values and the
     signatures replaced by their fingerprints."""
-    hidden = {name.lower() for name in secret_names} | {SIGNATURE_HEADER}
+    hidden = {name.lower() for name in secret_names}
+    hidden.add(SIGNATURE_HEADER)
+    key = _fingerprint_key()
     return tuple(
-        (name, fingerprint(value) if name.lower() in hidden else value)
-        for name, value in wire_headers(request).items()
+        [
+            (name, fingerprint(value, key=key) if name.lower() in hidden else value)
+            for name, value in wire_headers(request).items()
+        ]
     )
 
 

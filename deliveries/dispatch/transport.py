@@ -214,6 +214,10 @@ class AsyncSender:
                 return b"".join(chunks), True
             chunks.append(chunk)
             size += len(chunk)
+            if response.content.at_eof():
+                # The usual short answer: all of it came with the head, and
+                # another read would only be told so.
+                return b"".join(chunks), True
         return b"".join(chunks), response.content.at_eof()
 
 

@@ -82,6 +82,17 @@ def tracing_configure(environ: dict[str, str] | None = None) -> bool:
     return True
 
 
+def spans_made() -> bool:
+    """False while no tracer provider is installed in this process.
+
+    Then every span is the API's no-op and every attribute built for one is
+    thrown away: a hot path (the dispatcher's send, once per delivery) asks
+    this first and skips the work. Any provider at all (the SDK, a test's,
+    an embedding service's) makes it True, and spans are made as before.
+    """
+    return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+
+
 def tracing_flush(timeout_millis: int = 5000) -> None:
     """Export what is buffered (a dispatcher calls it when it stops)."""
     provider = trace.get_tracer_provider()

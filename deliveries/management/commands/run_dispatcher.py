@@ -79,6 +79,9 @@ class Command(BaseCommand):
                 timeout=settings.HTTP_TIMEOUT_SECONDS,
                 body_limit=settings.RESPONSE_BODY_LIMIT_BYTES,
                 allow_private=settings.RELAY_ALLOW_PRIVATE_DESTINATIONS,
+                # One socket per send slot: a lower limit would queue sends
+                # inside aiohttp, their deadline running while they wait.
+                limit=concurrency,
                 monotonic=clock.monotonic,
             ),
             batch_size=batch_size,

@@ -116,6 +116,23 @@ def test_the_tables_cover_both_literals_and_names():
     assert "http://169.254.169.254/latest/meta-data" in ELSEWHERE
 
 
+def test_a_url_allowed_once_is_still_judged_by_the_policy_of_each_send(listener):
+    # The send-time gate remembers what passed (it runs before every send):
+    # a loopback URL let through while private destinations were allowed
+    # must still be refused, and never reached, by a sender that forbids them.
+    url = f"http://127.0.0.1:{listener.port}/ok"
+    before = len(listener.received)
+    assert send(url, allow_private=True).status_code == 200
+    assert len(listener.received) == before + 1
+    for _ in range(2):  # a refusal is not remembered as a pass either
+        result = send(url)
+        assert (result.status_code, result.error_kind) == (
+            None,
+            "destination_blocked",
+        )
+    assert len(listener.received) == before + 1
+
+
 @pytest.mark.parametrize(("url", "address"), PUBLIC_LITERALS)
 def test_a_public_ip_literal_passes_the_gates(url, address):
     check_literal(url, allow_private=False)  # no exception
