@@ -42,3 +42,10 @@ def limits_sessions(conn: BaseDatabaseWrapper | None = None) -> bool:
 def listens(conn: BaseDatabaseWrapper | None = None) -> bool:
     """LISTEN/NOTIFY: an idle dispatcher can be woken by a publish."""
     return _postgresql(conn)
+
+
+def commits_lazily(conn: BaseDatabaseWrapper | None = None) -> bool:
+    """A transaction may say its commit need not wait for the disk
+    (SET LOCAL synchronous_commit = off): a server crash may then lose it,
+    whole, and nothing committed after it. SQLite has no such switch."""
+    return _postgresql(conn)

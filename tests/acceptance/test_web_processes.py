@@ -33,10 +33,12 @@ class Web:
     """gunicorn with two sync workers; its access log names the worker (pid)
     that served each request, so a test can tell both workers answered."""
 
-    def __init__(self, logs: Path, *, workers: int = 2) -> None:
+    def __init__(
+        self, logs: Path, *, workers: int = 2, database_url: str | None = None
+    ) -> None:
         self.port = _free_port()
         self.access_log = logs / "access.log"
-        env = child_env()
+        env = child_env(database_url=database_url)
         env.update(DEBUG="true", ALLOWED_HOSTS="127.0.0.1")
         self._stderr = (logs / "gunicorn.err").open("wb")
         self.popen = subprocess.Popen(
