@@ -555,13 +555,15 @@ def scenarios(*, events: int, slow_events: int, steady_events: int) -> list[Scen
         Scenario("mix default k=2", "mix", None, 2, mix),
         Scenario("mix c=512 k=1", "mix", 512, 1, mix * 2),
         Scenario("mix c=1 k=1", "mix", 1, 1, 5),
-        # What a larger claim would give (BATCH_SIZE is 50 in the contract).
-        Scenario("mix batch=200 k=1", "mix", None, 1, mix, batch_size=200),
+        # The defaults before issue 21 (concurrency 256, claims of 50).
+        Scenario("mix c=256 batch=50 k=1", "mix", 256, 1, mix, batch_size=50),
         Scenario("5s c=512 k=1", "5s", 512, 1, 100),
         Scenario("instant default k=1", "instant", None, 1, events),
         Scenario("instant default k=2", "instant", None, 2, events),
         Scenario("instant c=1 k=1", "instant", 1, 1, max(10, events // 4)),
-        Scenario("instant batch=200 k=1", "instant", None, 1, events, batch_size=200),
+        Scenario(
+            "instant c=256 batch=50 k=1", "instant", 256, 1, events, batch_size=50
+        ),
         Scenario("100ms default k=1", "100ms", None, 1, slow),
         Scenario("100ms default k=2", "100ms", None, 2, slow),
         Scenario("100ms c=1 k=1", "100ms", 1, 1, 5),

@@ -257,9 +257,13 @@ LOGGING["loggers"]["axes.apps"] = {"level": "WARNING"}  # not its banner per com
 RELAY_SEND_TRACEPARENT = env.bool("RELAY_SEND_TRACEPARENT", default=False)
 
 # --- webhook-relay (CONTRACT.md section 2) ---------------------------------
-BATCH_SIZE = env.int("BATCH_SIZE", default=50)
+# Sized for realistic receivers (a mean answer of about 0.33 s): a process
+# delivers at most DISPATCHER_CONCURRENCY / mean latency a second, so 512
+# slots, kept full by claims of 200 between which the loop does not run dry
+# (README, "Configuration"). The lease formula gives 80 s for both.
+BATCH_SIZE = env.int("BATCH_SIZE", default=200)
 HTTP_TIMEOUT_SECONDS = env.float("HTTP_TIMEOUT_SECONDS", default=10)
-DISPATCHER_CONCURRENCY = env.int("DISPATCHER_CONCURRENCY", default=256)
+DISPATCHER_CONCURRENCY = env.int("DISPATCHER_CONCURRENCY", default=512)
 # None: derived from the batch, concurrency and timeout in force when the
 # dispatcher starts, and capped (deliveries/dispatch/lease.py says how).
 CLAIM_LEASE_SECONDS = env.float("CLAIM_LEASE_SECONDS", default=None)
@@ -272,8 +276,8 @@ if DISPATCHER_DEAD_AFTER_SECONDS <= 0:
 # Sends at once to one endpoint across all dispatchers, unless it sets its own.
 ENDPOINT_MAX_IN_FLIGHT = env.int("ENDPOINT_MAX_IN_FLIGHT", default=32)
 # Sends at once for one merchant (all its endpoints) across all dispatchers,
-# unless staff set the merchant's own. A quarter of one dispatcher's slots:
-# one merchant's slow receivers leave three quarters to everyone else even
+# unless staff set the merchant's own. An eighth of one dispatcher's slots:
+# one merchant's slow receivers leave seven eighths to everyone else even
 # with a single dispatcher, and two of its endpoints at their own default cap
 # still fit under it.
 MERCHANT_MAX_IN_FLIGHT = env.int("MERCHANT_MAX_IN_FLIGHT", default=64)

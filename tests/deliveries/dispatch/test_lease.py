@@ -16,7 +16,9 @@ from tests.support.fakes import ScriptedSender
 @pytest.mark.parametrize(
     ("batch", "concurrency", "timeout", "lease"),
     [
-        (50, 256, 10, 80),  # the defaults: one wave, its own send, a minute
+        (200, 512, 10, 80),  # the defaults: one wave, its own send, a minute
+        (50, 256, 10, 80),  # the defaults before issue 21: the same
+        (600, 512, 10, 90),  # a batch over the slots: two waves before its own
         (50, 1, 10, 570),  # 51 waves: 570 s, under the cap
         (10_000, 1, 10, 600),  # capped: no setting makes days of it
         (50, 256, 300, 660),  # a long timeout: two sends and a minute
