@@ -225,6 +225,8 @@ class ErrorKind:
     # retried, even after the list changes.
     PERMANENT_STATUS = "permanent_status"
     INVALID_RESPONSE = "invalid_response"  # a status line or headers aiohttp refused
+    # A verification challenge answered 2xx without echoing it: retried.
+    CHALLENGE_NOT_ECHOED = "challenge_not_echoed"
 
     ALL: frozenset[str]
 

@@ -20,6 +20,7 @@ from endpoints.words import status_words
 # What each error kind is called, before the detail the attempt recorded.
 KIND_WORDS = {
     ErrorKind.TIMEOUT: "Timed out",
+    ErrorKind.CHALLENGE_NOT_ECHOED: "The answer did not echo the verification challenge",
     ErrorKind.CONNECTION: "Could not connect",
     ErrorKind.DNS: "The host name did not resolve",
     ErrorKind.TLS: "TLS failed",
@@ -170,6 +171,11 @@ def retry_now_refusal(held) -> str:
     if reason == "endpoint_disabled":
         return (
             "The endpoint is disabled: nothing is sent to it until it is enabled again."
+        )
+    if reason == "awaiting_verification":
+        return (
+            "The endpoint is waiting for verification: nothing else is sent to "
+            "it until it has echoed its challenge."
         )
     if reason == "breaker_open":
         return (

@@ -232,6 +232,8 @@ def probes_due(*, now: datetime) -> list[tuple[str, int, int | None]]:
             breaker_state__in=[State.OPEN, State.HALF_OPEN],
             next_probe_at__lte=now,
             endpoint__is_active=True,
+            # A probe would send an ordinary delivery; its challenge goes first.
+            endpoint__awaiting_verification=False,
         ).values_list(
             "endpoint_id", "endpoint__merchant_id", "endpoint__merchant__max_in_flight"
         )

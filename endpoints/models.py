@@ -56,6 +56,13 @@ class Merchant(models.Model):
         help_text="Sends at once for all of this merchant's endpoints, across all "
         "dispatchers. Empty: the MERCHANT_MAX_IN_FLIGHT setting.",
     )
+    # None means the REQUIRE_ENDPOINT_VERIFICATION setting (endpoints/verification.py).
+    require_endpoint_verification = models.BooleanField(
+        null=True,
+        blank=True,
+        help_text="New endpoints and changed URLs receive nothing until verified. "
+        "Empty: the REQUIRE_ENDPOINT_VERIFICATION setting.",
+    )
 
     class Meta:
         ordering = ["slug"]
@@ -139,12 +146,42 @@ class Endpoint(MerchantKeyed):
     # Receiver statuses that end a delivery at once instead of being retried
     # (with PERMANENT_FAILURE_STATUSES); [] retries every non-2xx but 410.
     permanent_statuses = models.JSONField(default=list, blank=True)
+    # Ownership verification (endpoints/verification.py). While true the claim
+    # takes none of its deliveries (they wait, spending no attempt) but the
+    # one that carries the challenge: one boolean on the row the claim reads.
+    awaiting_verification = models.BooleanField(default=False)
+    verified_at = models.DateTimeField(null=True, blank=True)
+    # "receiver" (echoed the challenge), "merchant:NAME" (pasted it),
+    # "staff:NAME" (marked verified in the admin), "api:KEY NAME".
+    verified_by = models.CharField(max_length=200, blank=True, default="")
+    # The challenge being asked, a Fernet token in the column like a secret;
+    # None once verified.
+    verification_challenge = EncryptedSecretField(null=True, blank=True, editable=False)
+    # The delivery that carries it; "" until a dispatcher has made it.
+    verification_delivery_id = models.CharField(max_length=40, blank=True, default="")
+    verification_requested_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["merchant", "created_at"]
-        indexes = [models.Index(fields=["merchant", "is_active"])]
+        indexes = [
+            models.Index(fields=["merchant", "is_active"]),
+            # The dispatchers look for challenges to send twice a second.
+            models.Index(
+                fields=["awaiting_verification"],
+                condition=Q(awaiting_verification=True),
+                name="endpoint_awaiting_verif_idx",
+            ),
+        ]
+        # Vouching for an endpoint without its challenge is not the same as
+        # editing endpoints (endpoints/admin/model_admins.py).
+        permissions = [
+            (
+                "mark_endpoint_verified",
+                "Can mark an endpoint verified without its challenge",
+            )
+        ]
         constraints = [
             models.CheckConstraint(
                 condition=Q(rate_limit_per_second__isnull=True)

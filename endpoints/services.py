@@ -10,7 +10,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from endpoints import destinations, quotas
+from endpoints import destinations, quotas, verification
 from endpoints.custom_headers import header_errors
 from endpoints.filtering import filter_errors
 from endpoints.health import endpoint_breaker_reset, health_create
@@ -154,6 +154,9 @@ def endpoint_create(
             max_in_flight=max_in_flight,
             permanent_statuses=sorted(set(permanent_statuses)),
         )
+        if verification.required(merchant):
+            verification.request_fields_set(endpoint, now=now)
+            endpoint.save(update_fields=verification.REQUEST_FIELDS)
         EndpointSecret.objects.create(
             endpoint=endpoint, secret=generate_secret(), created_at=now
         )
@@ -211,11 +214,19 @@ def endpoint_update(
         if permanent_statuses is not _UNSET
         else _UNSET,
     }
-    for field, value in changes.items():
-        if value is not _UNSET:
-            setattr(endpoint, field, value)
+    url_changed = url is not _UNSET and url != endpoint.url
+    # Only the fields given are written: a stale instance must not undo what
+    # happened to the row since it was read (a verification, a disable).
+    fields = [field for field, value in changes.items() if value is not _UNSET]
+    for field in fields:
+        setattr(endpoint, field, changes[field])
+    if url_changed and verification.required(endpoint.merchant):
+        # A new URL may be anyone's: it proves itself again before it gets
+        # anything, with a challenge of its own.
+        verification.request_fields_set(endpoint, now=now)
+        fields += verification.REQUEST_FIELDS
     with transaction.atomic():
-        endpoint.save()
+        endpoint.save(update_fields=list(dict.fromkeys([*fields, "updated_at"])))
         if is_active is True and not endpoint.is_active:
             endpoint_enable(endpoint=endpoint)
         elif is_active is False and endpoint.is_active:

@@ -316,6 +316,13 @@ MAX_EVENT_DEPTH = env.int("MAX_EVENT_DEPTH", default=32)
 # (relayproject/lib/limits.py; staff may override the first and the publish rate
 # per merchant). Each refusal names its setting.
 MAX_ENDPOINTS_PER_MERCHANT = env.int("MAX_ENDPOINTS_PER_MERCHANT", default=100)
+# New endpoints (and ones whose URL changes) receive nothing until they prove
+# they want the traffic: a signed relay.endpoint.verification whose challenge
+# the receiver echoes (endpoints/verification.py). Staff may override it per
+# merchant.
+REQUIRE_ENDPOINT_VERIFICATION = env.bool("REQUIRE_ENDPOINT_VERIFICATION", default=False)
+# Least time between two challenges asked for one endpoint (portal and API).
+VERIFICATION_RETRY_SECONDS = env.float("VERIFICATION_RETRY_SECONDS", default=60)
 # Events x endpoints subscribed to their types, in one publish (API request,
 # batch or in-process call): past it a 422 and nothing is written.
 MAX_DELIVERIES_PER_REQUEST = env.int("MAX_DELIVERIES_PER_REQUEST", default=10_000)

@@ -68,6 +68,9 @@ WITH live AS MATERIALIZED (
         LIMIT 1
     ) AS due
     WHERE e.is_active
+    -- awaiting verification: held, no attempt spent (claim_verifications
+    -- takes the one delivery that carries its challenge)
+    AND NOT e.awaiting_verification
     AND (h.breaker_state = %(closed)s OR h.endpoint_id IS NULL)
     AND COALESCE(live.n, 0) < COALESCE(e.max_in_flight, %(cap)s)
     AND COALESCE(ml.n, 0) < COALESCE(m.max_in_flight, %(merchant_cap)s)
@@ -122,6 +125,7 @@ SELECT id, merchant_id, cap, max_attempts, merchant_cap FROM (
         AND y.status = 'delivering' AND y.claimed_until > %(now)s
     ) AS live
     WHERE e.is_active
+    AND NOT e.awaiting_verification  -- as in DUE
     AND (h.breaker_state = %(closed)s OR h.endpoint_id IS NULL)
     AND live.n < COALESCE(e.max_in_flight, %(cap)s)
 ) AS ready

@@ -26,6 +26,7 @@ from deliveries.dispatch.due import (
 )
 from deliveries.dispatch.shares import merchant_shares
 from deliveries.models import Attempt, Delivery, ErrorKind
+from deliveries.verification import verification_make, verifications_due
 from endpoints import health
 from relayproject.lib import citus
 
@@ -55,6 +56,9 @@ class Claim:
     lease_until: datetime
     delivery_ids: list[str] = field(default_factory=list)
     probe_ids: set[str] = field(default_factory=set)
+    # Deliveries carrying an endpoint's verification challenge (jobs.py puts
+    # the challenge into their body).
+    verification_ids: set[str] = field(default_factory=set)
     reclaimed: int = 0
     reclaimed_ids: set[str] = field(default_factory=set)  # of delivery_ids, resent
     dead_on_reclaim: int = 0
@@ -220,6 +224,43 @@ def claim_probes(*, worker_id: str, now: datetime, lease_seconds: float) -> Clai
                 health.probe_taken(endpoint_id=endpoint_id, delivery_id=taken[0])
             else:
                 health.probe_none_due(endpoint_id=endpoint_id, now=now)
+    log_claim(claim)
+    return claim
+
+
+def claim_verifications(
+    *, worker_id: str, now: datetime, lease_seconds: float
+) -> Claim:
+    """For each endpoint awaiting verification, its challenge's delivery:
+    made if no dispatcher has made it yet, claimed when due.
+
+    The only deliveries of such an endpoint any claim takes (claim_sql.DUE
+    and the probes pass it by). SKIP LOCKED on the endpoint row (making) and
+    on the delivery row (claiming) decide between dispatchers.
+    """
+    claim = Claim(lease_until=now + timedelta(seconds=lease_seconds))
+    for endpoint_id, merchant_id, delivery_id in verifications_due(now=now):
+        with transaction.atomic():
+            if not delivery_id:
+                delivery_id = verification_make(
+                    endpoint_id=endpoint_id, merchant_id=merchant_id, now=now
+                )
+                if not delivery_id:
+                    continue
+            rows = list(
+                Delivery.objects.select_for_update(skip_locked=True, of=("self",))
+                .filter(
+                    pk=delivery_id,
+                    merchant_id=merchant_id,  # one shard on Citus
+                    endpoint_id=endpoint_id,
+                    status__in=DUE_STATUSES,
+                    next_attempt_at__lte=now,
+                )
+                .values(*_CLAIM_FIELDS)
+            )
+            claim.verification_ids.update(
+                _take(rows, claim=claim, worker_id=worker_id, now=now)
+            )
     log_claim(claim)
     return claim
 

@@ -285,6 +285,12 @@ class Dispatcher:
             )
             # Handed over before the next claim: its failure must not strand them.
             handled += self._take(probes, now=now)
+            handled += self._take(
+                claiming.claim_verifications(
+                    worker_id=self.worker_id, now=now, lease_seconds=self.lease_seconds
+                ),
+                now=now,
+            )
         room = max(1, self.batch_size - max(0, self._ready_estimate()))
         batch = claiming.claim_batch(
             worker_id=self.worker_id,
@@ -318,6 +324,7 @@ class Dispatcher:
                 delivery_ids=claim.delivery_ids,
                 lease_until=claim.lease_until,
                 probe_ids=claim.probe_ids,
+                verification_ids=claim.verification_ids,
                 now=now,
                 reclaimed_ids=claim.reclaimed_ids,
             )
@@ -334,8 +341,8 @@ class Dispatcher:
         for job in jobs:
             if self.stopping:
                 wait.append((job, now))  # claimed as the stop came: never sent
-            elif job.is_probe:
-                send.append(job)
+            elif job.is_probe or job.challenge:
+                send.append(job)  # what lets a held endpoint out of its hold
             elif job.endpoint_id in self._watch.held:
                 wait.append((job, self._watch.due_at(job.endpoint_id, now=now)))
             elif until := self._rate_limited_until(job, now=now):

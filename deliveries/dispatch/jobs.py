@@ -11,6 +11,7 @@ from django.conf import settings
 from deliveries import signing
 from deliveries.dispatch import prepared
 from deliveries.models import Delivery
+from deliveries.verification import body_data, challenges_of
 from endpoints.selectors import live_secrets
 
 
@@ -39,6 +40,9 @@ class Job:
     # Statuses that end the delivery at once: the endpoint's permanent_statuses
     # and PERMANENT_FAILURE_STATUSES (deliveries.retry.classify).
     permanent_statuses: frozenset[int] = frozenset()
+    # The verification challenge this job's body carries (deliveries/
+    # verification.py); the recorder checks the answer echoes it.
+    challenge: str = field(default="", repr=False)
 
 
 def jobs_load(
@@ -48,6 +52,7 @@ def jobs_load(
     probe_ids: set[str],
     now: datetime,
     reclaimed_ids: set[str] = frozenset(),
+    verification_ids: set[str] = frozenset(),
 ) -> list[Job]:
     """Two queries for a whole batch: deliveries with event and endpoint, then secrets."""
     with prepared.statements():  # the same text whatever the batch
@@ -75,12 +80,22 @@ def jobs_load(
             .order_by("next_attempt_at", "id")
         )
     secrets = live_secrets(endpoint_ids={r.endpoint_id for r in rows}, now=now)
+    challenges = challenges_of(set(verification_ids))
     bodies: dict[str, bytes] = {}
     permanent_everywhere = frozenset(settings.PERMANENT_FAILURE_STATUSES)
     jobs = []
     for row in rows:
         event = row.event
-        if event.pk not in bodies:
+        challenge = challenges.get(row.pk, "")
+        if challenge:
+            # Its own body: the challenge is in no stored row in clear.
+            body = signing.serialize_body(
+                event_id=event.pk,
+                event_type=event.type,
+                created_at=event.created_at,
+                data=body_data(event.data, challenge),
+            )
+        elif event.pk not in bodies:
             # Serialised once: the bytes signed are exactly the bytes sent.
             bodies[event.pk] = signing.serialize_body(
                 event_id=event.pk,
@@ -94,7 +109,7 @@ def jobs_load(
                 event_id=event.pk,
                 endpoint_id=row.endpoint_id,
                 url=row.endpoint.url,
-                body=bodies[event.pk],
+                body=body if challenge else bodies[event.pk],
                 secrets=secrets.get(row.endpoint_id, []),
                 attempt_count=row.attempt_count,
                 budget_start=row.budget_start,
@@ -111,6 +126,7 @@ def jobs_load(
                 is_reclaim=row.pk in reclaimed_ids,
                 permanent_statuses=permanent_everywhere
                 | frozenset(row.endpoint.permanent_statuses or ()),
+                challenge=challenge,
             )
         )
     return jobs

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import random
 from collections import Counter as Tally
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from django.db import connection, transaction
@@ -26,6 +26,7 @@ from deliveries.publish.sanitize import storable_text
 from deliveries.retry import is_success
 from endpoints import health
 from endpoints.services import endpoints_disable
+from endpoints.verification import echoed, endpoints_verified_by_echo
 
 logger = logging.getLogger(__name__)
 GONE_BY = "receiver"  # who disabled an endpoint that answered 410
@@ -48,6 +49,7 @@ class Sent:
     merchant_id: int | None = None
     published_at: datetime | None = None  # the event's created_at
     permanent_statuses: frozenset[int] = frozenset()
+    challenge: str = field(default="", repr=False)  # a verification's (jobs.py)
 
 
 @dataclass
@@ -67,6 +69,7 @@ def outcomes_record(
     recorded = Recorded()
     if not sent:
         return recorded
+    sent = [_echo_checked(item) for item in sent]
     verdicts = {item.delivery_id: _verdict(item) for item in sent}
     with transaction.atomic():
         healths = health.health_rows_locked(
@@ -81,6 +84,7 @@ def outcomes_record(
             rand=rand,
         )
         healthy_successes: set[str] = set()
+        verified: list[tuple[str, int | None, str]] = []
         for item in sent:
             verdict = verdicts[item.delivery_id]
             if item.delivery_id not in updated:
@@ -94,12 +98,15 @@ def outcomes_record(
                 healthy_successes.add(item.endpoint_id)
             if verdict == retry.Verdict.GONE:
                 gone.add(item.endpoint_id)
+            if item.challenge and verdict == retry.Verdict.SUCCEEDED:
+                verified.append((item.endpoint_id, item.merchant_id, item.delivery_id))
             _count(recorded.tally, item, verdict)
         Attempt.objects.bulk_create(attempts)
         recorded.opened, recorded.closed = health.health_rows_save(
             healths.values(), now=now
         )
         health.successes_mark(healthy_successes, now=now)
+        endpoints_verified_by_echo(verified, now=now)
         endpoints_disable(
             endpoint_ids=gone,
             reason="the receiver answered 410 Gone",
@@ -131,9 +138,13 @@ def losable(sent: list[Sent], *, locked_health: bool) -> bool:
     a 410 that disables its endpoint) moves what the next sends do, so losing
     it would cost more than a resend; and an outcome on its last attempt
     would be re-claimed as out of attempts and dead-lettered, not resent.
+    Nor a verification's answer (echoed or not): it decides whether the
+    endpoint's held deliveries go out.
     """
     return not locked_health and not any(
-        item.attempt_count + 1 - item.budget_start >= item.max_attempts for item in sent
+        item.challenge
+        or item.attempt_count + 1 - item.budget_start >= item.max_attempts
+        for item in sent
     )
 
 
@@ -144,6 +155,20 @@ def commit_lazily() -> None:
     if backend.commits_lazily():
         with connection.cursor() as cursor:
             cursor.execute("SET LOCAL synchronous_commit = off")
+
+
+def _echo_checked(item: Sent) -> Sent:
+    """A verification's 2xx proves only that something answers: it counts
+    when the body (bounded by the transport) echoes the challenge; otherwise
+    it is a failed attempt, retried, with its own error kind."""
+    result = item.result
+    if not item.challenge or not is_success(result.status_code):
+        return item
+    if echoed(result.body_excerpt, item.challenge):
+        return item
+    return replace(
+        item, result=replace(result, error_kind=ErrorKind.CHALLENGE_NOT_ECHOED)
+    )
 
 
 def _health_outcome(item: Sent) -> health.Outcome:
@@ -161,6 +186,11 @@ def _verdict(item: Sent) -> retry.Verdict:
         error_kind=item.result.error_kind,
         permanent=item.permanent_statuses,
     )
+    if (
+        verdict == retry.Verdict.SUCCEEDED
+        and item.result.error_kind == ErrorKind.CHALLENGE_NOT_ECHOED
+    ):
+        verdict = retry.Verdict.RETRY
     used = item.attempt_count + 1 - item.budget_start
     if verdict == retry.Verdict.RETRY and used >= item.max_attempts:
         return retry.Verdict.DEAD

@@ -255,6 +255,7 @@ def _sent(f: Finished) -> outcomes.Sent:
         merchant_id=f.job.merchant_id,
         published_at=f.job.published_at,
         permanent_statuses=f.job.permanent_statuses,
+        challenge=f.job.challenge,
     )
 
 

@@ -18,6 +18,7 @@ from deliveries.notifications.operational import (
     ENDPOINT_DISABLED,
     ENDPOINT_ENABLED,
     ENDPOINT_FAILING,
+    ENDPOINT_VERIFICATION,
     OPERATIONAL_TYPES,
 )
 from endpoints.catalogue import cache_clear
@@ -196,6 +197,25 @@ CATALOGUE: dict[str, dict] = {
             "last_dead_at": "2026-12-03T14:02:49.907Z",
             "last_error": "HTTP 400: unknown order",
             "last_status_code": 400,
+        },
+    },
+    ENDPOINT_VERIFICATION: {
+        "schema": _schema(
+            "Prove this endpoint wants the traffic",
+            ["challenge"],
+            {
+                "challenge": {
+                    "type": "string",
+                    "description": "Answer 2xx with it as the whole body, or "
+                    'as {"challenge": "..."}; or paste it into the portal. '
+                    "Unique to this request; it is never stored in clear.",
+                },
+            },
+        ),
+        "example": {
+            "merchant": "acme",
+            "endpoint": EXAMPLE_ENDPOINT,
+            "challenge": "vrfy_3q2-7wVJ0xk9ZtQ4mRn1pS8uYb6cEd5fGh2iJk0lMn4",
         },
     },
 }

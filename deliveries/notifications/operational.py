@@ -26,6 +26,9 @@ ENDPOINT_FAILING = "relay.endpoint.failing"
 ENDPOINT_DISABLED = "relay.endpoint.disabled"
 ENDPOINT_ENABLED = "relay.endpoint.enabled"
 DELIVERY_DEAD = "relay.delivery.dead"
+# Sent to the merchant's own endpoint, not to operational endpoints
+# (deliveries/verification.py); catalogued here with the relay's other types.
+ENDPOINT_VERIFICATION = "relay.endpoint.verification"
 OPERATIONAL_TYPES = {
     ENDPOINT_FAILING: "An endpoint's breaker opened, or it has had no success "
     "for 50% and then 90% of the auto-disable window (once each per episode).",
@@ -34,6 +37,9 @@ OPERATIONAL_TYPES = {
     ENDPOINT_ENABLED: "A disabled endpoint was enabled again.",
     DELIVERY_DEAD: "Deliveries to an endpoint were dead-lettered (at most one "
     "event per endpoint per OPERATIONAL_COALESCE_SECONDS, with the count).",
+    ENDPOINT_VERIFICATION: "Sent to a merchant's endpoint awaiting verification "
+    "(REQUIRE_ENDPOINT_VERIFICATION): answer 2xx with data.challenge as the "
+    'body (or as {"challenge": ...}) and the endpoint is verified.',
 }
 
 

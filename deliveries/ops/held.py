@@ -28,6 +28,7 @@ class HeldKind(StrEnum):
 
     IN_FLIGHT = "in_flight"  # delivering under a lease
     ENDPOINT_DISABLED = "endpoint_disabled"
+    AWAITING_VERIFICATION = "awaiting_verification"
     BREAKER_OPEN = "breaker_open"
     BREAKER_HALF_OPEN = "breaker_half_open"  # waiting for the probe to answer
     RATE_LIMIT = "rate_limit"
@@ -41,6 +42,7 @@ class HeldKind(StrEnum):
 HOLDS = frozenset(
     {
         HeldKind.ENDPOINT_DISABLED,
+        HeldKind.AWAITING_VERIFICATION,
         HeldKind.BREAKER_OPEN,
         HeldKind.BREAKER_HALF_OPEN,
         HeldKind.RATE_LIMIT,
@@ -135,6 +137,16 @@ def delivery_held(*, delivery: Delivery, now: datetime) -> Held | None:
         return Held(
             HeldKind.ENDPOINT_DISABLED,
             f"Held: the endpoint is disabled{why}; it is sent once it is enabled",
+            None,
+        )
+    if (
+        endpoint.awaiting_verification
+        and delivery.pk != endpoint.verification_delivery_id
+    ):
+        return Held(
+            HeldKind.AWAITING_VERIFICATION,
+            "Held: waiting for verification; it is sent once the endpoint "
+            "has proved it wants the traffic",
             None,
         )
     health = _health(endpoint)

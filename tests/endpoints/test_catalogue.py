@@ -42,6 +42,7 @@ OPERATIONAL = [
     "relay.endpoint.disabled",
     "relay.endpoint.enabled",
     "relay.endpoint.failing",
+    "relay.endpoint.verification",
 ]
 
 
