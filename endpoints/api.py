@@ -7,7 +7,7 @@ from django.urls import reverse
 from ninja import Query, Router, Status
 from ninja.errors import AuthorizationError
 
-from endpoints import catalogue, portal_links, services
+from endpoints import catalogue, portal_links, services, verification
 from endpoints.apikeys import api_key, visible_endpoint, visible_merchant
 from endpoints.models import Endpoint, EventType, Membership
 from endpoints.schemas import (
@@ -25,10 +25,11 @@ from endpoints.schemas import (
     PortalSessionIn,
     PortalSessionOut,
     SecretRotated,
+    VerifyIn,
 )
 from relayproject.lib.clock import utcnow
 from relayproject.lib.pagination import DEFAULT_LIMIT, MAX_LIMIT, paginate
-from relayproject.lib.problems import COMMON_ERRORS, Problem
+from relayproject.lib.problems import COMMON_ERRORS, ApiProblem, Problem
 
 router = Router(tags=["merchants and endpoints"])
 
@@ -119,6 +120,44 @@ def endpoint_rotate_secret(request: HttpRequest, slug: str, endpoint_id: str):
     endpoint = visible_endpoint(request, slug, endpoint_id)
     secret, expires = services.endpoint_rotate_secret(endpoint=endpoint, now=utcnow())
     return {"secret": secret.secret, "previous_expires_at": expires}
+
+
+@router.post(
+    "/merchants/{slug}/endpoints/{endpoint_id}/verification",
+    response={202: EndpointOut, 409: Problem, 429: Problem, **COMMON_ERRORS},
+)
+def endpoint_verification_retry(request: HttpRequest, slug: str, endpoint_id: str):
+    """Send a fresh challenge (the next dispatcher does); the previous one no
+    longer counts. 409 unless the endpoint is awaiting verification; 429 with
+    Retry-After within VERIFICATION_RETRY_SECONDS of the last challenge."""
+    endpoint = visible_endpoint(request, slug, endpoint_id)
+    try:
+        verification.verification_retry(endpoint=endpoint, now=utcnow())
+    except verification.NotAwaiting as exc:
+        raise ApiProblem(409, str(exc)) from None
+    return Status(202, visible_endpoint(request, slug, endpoint_id))
+
+
+@router.post(
+    "/merchants/{slug}/endpoints/{endpoint_id}/verify",
+    response={200: EndpointOut, 409: Problem, **COMMON_ERRORS},
+)
+def endpoint_verify(
+    request: HttpRequest, slug: str, endpoint_id: str, payload: VerifyIn
+):
+    """Verify with the challenge copied from the receiver's log; a wrong one
+    is a 422 on `challenge` and changes nothing."""
+    endpoint = visible_endpoint(request, slug, endpoint_id)
+    try:
+        verification.endpoint_verify(
+            endpoint=endpoint,
+            challenge=payload.challenge,
+            by=f"api:{api_key(request).name}",
+            now=utcnow(),
+        )
+    except verification.NotAwaiting as exc:
+        raise ApiProblem(409, str(exc)) from None
+    return visible_endpoint(request, slug, endpoint_id)
 
 
 # Mounted after `router` and deliveries' `endpoint_router` (relayproject/api.py):

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 from ninja import Field, Schema
 from pydantic import AfterValidator, StringConstraints
 
+from endpoints import verification
 from endpoints.matching import EVENT_TYPE_RE, MAX_EVENT_TYPE_LENGTH, SUBSCRIPTION_RE
 from endpoints.models import Endpoint, EndpointHealth, Membership
 
@@ -101,6 +102,24 @@ class EndpointPatch(Schema):
         }
 
 
+class VerificationOut(Schema):
+    """Ownership verification (REQUIRE_ENDPOINT_VERIFICATION)."""
+
+    state: str = Field(
+        description='"awaiting" (receives only its challenge), "verified", or '
+        '"not_required" (made while verification was not required)'
+    )
+    verified_at: datetime | None
+    verified_by: str
+    requested_at: datetime | None
+
+
+class VerifyIn(Schema):
+    challenge: str = Field(
+        max_length=1024, description="The challenge from the receiver's log."
+    )
+
+
 class EndpointOut(Schema):
     id: str
     merchant: str = Field(alias="merchant.slug")
@@ -116,8 +135,18 @@ class EndpointOut(Schema):
     max_in_flight: int | None
     permanent_statuses: list[int]
     breaker_state: str
+    verification: VerificationOut
     created_at: datetime
     updated_at: datetime
+
+    @staticmethod
+    def resolve_verification(obj: Endpoint) -> dict:
+        return {
+            "state": verification.state(obj),
+            "verified_at": obj.verified_at,
+            "verified_by": obj.verified_by,
+            "requested_at": obj.verification_requested_at,
+        }
 
     @staticmethod
     def resolve_breaker_state(obj: Endpoint) -> str:

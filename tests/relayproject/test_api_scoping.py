@@ -18,6 +18,7 @@ BODIES = {
     "/api/v1/merchants/{slug}/endpoints/{endpoint_id}/recover": {
         "since": "2020-01-01T00:00:00Z"
     },
+    "/api/v1/merchants/{slug}/endpoints/{endpoint_id}/verify": {"challenge": "x"},
     "/api/v1/events": {"merchant": "globex", "type": "a.b", "data": {}},
     "/api/v1/events/batch": {
         "events": [
@@ -79,7 +80,7 @@ def globex_ids(other_merchant):
 def test_every_route_names_another_merchants_object():
     routes = _routes()
     # The merchant-scoped operations of CONTRACT section 3.
-    assert len({(method, path) for method, path, _ in routes}) == 15
+    assert len({(method, path) for method, path, _ in routes}) == 17
     for _, path, query in routes:
         assert "{" in path or query or path in BODIES, path
 
