@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from django import forms
 from django.conf import settings
-from django.contrib import admin, messages
+from django.contrib import admin
 from django.db.models import F
 from django.forms.fields import InvalidJSONInput
 from django.urls import reverse
@@ -23,10 +23,12 @@ from endpoints.admin.present import (
     QuickRows,
     breaker_words,
     deliveries_links,
+    log_and_tell,
     ms,
     percent,
     url_cut,
 )
+from endpoints.admin.verification import VerificationActions
 from endpoints.catalogue import fields_errors as catalogue_field_errors
 from endpoints.catalogue import is_reserved as catalogue_is_reserved
 from endpoints.catalogue import merchant_types
@@ -102,14 +104,6 @@ class EndpointSecretInline(admin.TabularInline):
         return False
 
 
-def _log_and_tell(model_admin, request, endpoints, message: str) -> None:
-    for endpoint in endpoints:
-        model_admin.log_change(request, endpoint, message)
-    model_admin.message_user(
-        request, f"{message}: {', '.join(e.pk for e in endpoints)}.", messages.SUCCESS
-    )
-
-
 class EndpointActions(QuickRows):
     """Breaker and enable/disable actions, shared by the endpoint and health lists
     (with QuickRows' row checkbox).
@@ -122,7 +116,7 @@ class EndpointActions(QuickRows):
         endpoints = self._endpoints(queryset)
         for endpoint in endpoints:
             endpoint_breaker_reset(endpoint_id=endpoint.pk)
-        _log_and_tell(self, request, endpoints, "Sending resumed (pause ended)")
+        log_and_tell(self, request, endpoints, "Sending resumed (pause ended)")
 
     @admin.action(description="Pause sending", permissions=["change"])
     def open_breaker(self, request, queryset) -> None:
@@ -131,7 +125,7 @@ class EndpointActions(QuickRows):
             endpoint_breaker_open(
                 endpoint_id=endpoint.pk, reason=f"paused by staff ({request.user})"
             )
-        _log_and_tell(self, request, endpoints, "Paused by staff")
+        log_and_tell(self, request, endpoints, "Paused by staff")
 
     @admin.action(description="Disable endpoint", permissions=["change"])
     def disable_endpoint(self, request, queryset) -> None:
@@ -142,26 +136,26 @@ class EndpointActions(QuickRows):
                 reason=f"disabled by staff ({request.user})",
                 by=f"staff:{request.user}",
             )
-        _log_and_tell(self, request, endpoints, "Disabled")
+        log_and_tell(self, request, endpoints, "Disabled")
 
     @admin.action(description="Enable endpoint", permissions=["change"])
     def enable_endpoint(self, request, queryset) -> None:
         endpoints = self._endpoints(queryset)
         for endpoint in endpoints:
             endpoint_enable(endpoint=endpoint)
-        _log_and_tell(self, request, endpoints, "Enabled")
+        log_and_tell(self, request, endpoints, "Enabled")
 
     @admin.action(description="Exempt from auto-disable", permissions=["change"])
     def exempt_from_auto_disable(self, request, queryset) -> None:
         endpoints = self._endpoints(queryset)
         endpoint_auto_disable_exempt(endpoints=endpoints, exempt=True)
-        _log_and_tell(self, request, endpoints, "Exempted from auto-disable")
+        log_and_tell(self, request, endpoints, "Exempted from auto-disable")
 
     @admin.action(description="Allow auto-disable again", permissions=["change"])
     def allow_auto_disable(self, request, queryset) -> None:
         endpoints = self._endpoints(queryset)
         endpoint_auto_disable_exempt(endpoints=endpoints, exempt=False)
-        _log_and_tell(self, request, endpoints, "Auto-disable allowed")
+        log_and_tell(self, request, endpoints, "Auto-disable allowed")
 
     actions = (
         "reset_breaker",
@@ -174,7 +168,7 @@ class EndpointActions(QuickRows):
 
 
 @admin.register(Endpoint)
-class EndpointAdmin(EndpointActions, admin.ModelAdmin):
+class EndpointAdmin(VerificationActions, EndpointActions, admin.ModelAdmin):
     # The page's own buttons post to the list's actions (same permission
     # checks, same log entries): see endpoint_change_form.html.
     change_form_template = "admin/endpoints/endpoint_change_form.html"
@@ -190,6 +184,7 @@ class EndpointAdmin(EndpointActions, admin.ModelAdmin):
         """(action, label, is it a danger) that apply to this endpoint now."""
         paused = endpoint.health.breaker_state != EndpointHealth.State.CLOSED
         wanted = [
+            *([("mark_verified", False)] if endpoint.awaiting_verification else []),
             ("reset_breaker", False) if paused else ("open_breaker", False),
             ("disable_endpoint", True)
             if endpoint.is_active
@@ -207,13 +202,16 @@ class EndpointAdmin(EndpointActions, admin.ModelAdmin):
         "url_cut",
         "merchant",
         "is_active",
+        "verification_state",
         "breaker_state",
         "p95_ms",
         "deliveries_links",
     )
+    actions = (*EndpointActions.actions, "mark_verified")
     list_select_related = ("merchant", "health")
     list_filter = (
         "is_active",
+        "awaiting_verification",
         "auto_disable_exempt",
         ("merchant", admin.RelatedOnlyFieldListFilter),
     )
@@ -231,6 +229,10 @@ class EndpointAdmin(EndpointActions, admin.ModelAdmin):
         "disabled_at",
         "disabled_by",
         "auto_disable_exempt",
+        "verification_state",
+        "verified_at",
+        "verified_by",
+        "verification_requested_at",
         "max_attempts",
         "rate_limit_per_second",
         "max_in_flight",

@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from functools import lru_cache
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.urls import get_script_prefix, reverse
 from django.utils.html import format_html
@@ -158,4 +158,13 @@ def deliveries_links(endpoint_id: str) -> SafeString:
         query,
         row_url("admin:deliveries_delivery_changelist"),
         query,
+    )
+
+
+def log_and_tell(model_admin, request, endpoints, message: str) -> None:
+    """An action's admin log entry per endpoint, and one message for staff."""
+    for endpoint in endpoints:
+        model_admin.log_change(request, endpoint, message)
+    model_admin.message_user(
+        request, f"{message}: {', '.join(e.pk for e in endpoints)}.", messages.SUCCESS
     )

@@ -358,3 +358,13 @@ class NotificationsForm(forms.Form):
             a for a in re.split(r"[\s,;]+", data["extra_emails"] or "") if a
         ]
         return data
+
+
+class VerifyForm(forms.Form):
+    challenge = forms.CharField(
+        label="Challenge from your receiver's log",
+        max_length=1024,
+        help_text="The value of data.challenge in the relay.endpoint.verification "
+        'request your receiver got (it starts with "vrfy_").',
+        widget=forms.TextInput(attrs={"autocomplete": "off", "spellcheck": "false"}),
+    )

@@ -14,6 +14,7 @@ from relayproject.portal.views import (
     notifications,
     recover,
     secrets,
+    verification,
 )
 
 app_name = "portal"
@@ -42,6 +43,16 @@ urlpatterns = [
     path(EP + "reenable/", notifications.endpoint_reenable, name="endpoint_reenable"),
     path(EP + "secret/reveal/", secrets.secret_reveal, name="secret_reveal"),
     path(EP + "secret/rotate/", secrets.secret_rotate, name="secret_rotate"),
+    path(
+        EP + "verification/",
+        verification.endpoint_verification,
+        name="endpoint_verification",
+    ),
+    path(
+        EP + "verification/retry/",
+        verification.endpoint_verification_retry,
+        name="endpoint_verification_retry",
+    ),
     path(EP + "test/", deliveries.endpoint_test, name="endpoint_test"),
     path(
         EP + "deliveries/", deliveries.endpoint_deliveries, name="endpoint_deliveries"

@@ -23,6 +23,7 @@ TABS = {
     "endpoint_example": "example",
     "endpoint_recover": "recover",
     "secret_rotate": "overview",
+    "endpoint_verification": "overview",
 }
 
 
