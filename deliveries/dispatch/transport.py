@@ -14,6 +14,7 @@ SendResult with an error kind (deliveries.models.ErrorKind), never an exception.
 from __future__ import annotations
 
 import asyncio
+import resource
 import ssl
 import time
 from collections.abc import Awaitable, Callable
@@ -37,6 +38,11 @@ MAX_HEADERS = 128
 # the first KEPT_HEADERS, each value cut to KEPT_HEADER_CHARS.
 KEPT_HEADERS = 40
 KEPT_HEADER_CHARS = 300
+# Open files a sender needs per send slot: its socket, and as many again for
+# idle keep-alive connections (aiohttp's limit counts only sockets in use),
+# plus a few for the database, logs and the loop itself.
+FILES_PER_SLOT = 2
+FILES_SPARE = 64
 
 
 @dataclass(frozen=True)
@@ -80,6 +86,24 @@ def kept_headers(headers) -> tuple[tuple[str, str], ...]:
             break
         kept.append((name[:KEPT_HEADER_CHARS], value[:KEPT_HEADER_CHARS]))
     return tuple(kept)
+
+
+def open_files_allow(*, concurrency: int) -> tuple[int, int]:
+    """Raise this process's soft limit on open files to what `concurrency`
+    sends need, as far as the hard limit lets an unprivileged process.
+
+    Returns (the soft limit now, what was wanted). Past the limit a send
+    cannot open its socket and fails as a connection error: the receiver
+    would be blamed, and its breaker moved, for a shortage of our own.
+    """
+    wanted = FILES_PER_SLOT * concurrency + FILES_SPARE
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= wanted:
+        return soft, wanted
+    raised = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if raised > soft:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+    return max(raised, soft), wanted
 
 
 class AsyncSender:

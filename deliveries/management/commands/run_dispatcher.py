@@ -21,7 +21,7 @@ from deliveries.dispatch.maintenance import (
 )
 from deliveries.dispatch.sendloop import DEADLINE_GRACE_SECONDS
 from deliveries.dispatch.session import limit_dispatcher_sessions
-from deliveries.dispatch.transport import AsyncSender
+from deliveries.dispatch.transport import AsyncSender, open_files_allow
 from deliveries.dispatch.wakeup import make_waker
 from deliveries.notifications.step import OperationalCheck
 from relayproject.lib import dbfeatures
@@ -60,6 +60,16 @@ class Command(BaseCommand):
         )
         # Every log line of this process, from either thread, names the worker.
         log_process_bind(worker=options["worker_id"])
+        files, wanted = open_files_allow(concurrency=concurrency)
+        if files < wanted:
+            logger.warning(
+                "only %d files may be open (hard limit), %d sends in flight want "
+                "about %d: sends past it fail as connection errors; raise the "
+                "limit (ulimit -Hn, LimitNOFILE) or lower --concurrency",
+                files,
+                concurrency,
+                wanted,
+            )
         # Before the first query: every session of this process gets the limits.
         limit_dispatcher_sessions()
         dead_after = settings.DISPATCHER_DEAD_AFTER_SECONDS
