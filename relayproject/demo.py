@@ -19,6 +19,9 @@ from django.shortcuts import render
 from django.views.decorators.csrf import csrf_exempt
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
+from deliveries.notifications.operational import (
+    ENDPOINT_VERIFICATION as VERIFICATION_TYPE,
+)
 from endpoints.models import Endpoint
 from endpoints.selectors import live_secrets
 from relayproject.lib.clock import utcnow
@@ -65,7 +68,20 @@ def receiver(request: HttpRequest, endpoint_id: str) -> HttpResponse:
         )
     if verified_with is None:
         return HttpResponse("signature did not verify", status=400)
-    return HttpResponse("ok")
+    # As a receiver should: a signed verification request is answered with
+    # its challenge (README, "Endpoint ownership verification").
+    return HttpResponse(_challenge(request.body) or "ok")
+
+
+def _challenge(body: bytes) -> str:
+    try:
+        sent = json.loads(body)
+    except ValueError:
+        return ""
+    if not isinstance(sent, dict) or sent.get("type") != VERIFICATION_TYPE:
+        return ""
+    challenge = (sent.get("data") or {}).get("challenge")
+    return challenge if isinstance(challenge, str) else ""
 
 
 def _verify(endpoint_id: str, body: bytes, headers: dict[str, str]) -> str | None:

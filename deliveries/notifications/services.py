@@ -18,6 +18,7 @@ from deliveries.notifications.operational import (
 )
 from deliveries.publish.outbox import notify_dispatchers
 from endpoints import services as endpoint_services
+from endpoints import verification
 from endpoints.matching import subscribes_to
 from endpoints.models import Endpoint, Merchant
 
@@ -99,12 +100,25 @@ def operational_endpoint_create(
     *, event_types: Sequence[str] = (), **fields
 ) -> Endpoint:
     operational_types_check(event_types)
-    return endpoint_services.endpoint_create(
+    endpoint = endpoint_services.endpoint_create(
         merchant=operational_merchant(), event_types=event_types, **fields
     )
+    _vouched(endpoint, now=fields["now"])
+    return endpoint
 
 
 def operational_endpoint_update(*, endpoint: Endpoint, **changes) -> Endpoint:
     if changes.get("event_types") is not None:
         operational_types_check(changes["event_types"])
-    return endpoint_services.endpoint_update(endpoint=endpoint, **changes)
+    endpoint = endpoint_services.endpoint_update(endpoint=endpoint, **changes)
+    _vouched(endpoint, now=changes["now"])
+    return endpoint
+
+
+def _vouched(endpoint: Endpoint, *, now: datetime) -> None:
+    """The platform's own endpoints are not asked to prove themselves under
+    REQUIRE_ENDPOINT_VERIFICATION: only platform keys make or change them,
+    and those are trusted with every merchant already."""
+    if endpoint.awaiting_verification:
+        verification.endpoint_mark_verified(endpoint=endpoint, by="platform", now=now)
+        endpoint.refresh_from_db()

@@ -1,23 +1,26 @@
 """Endpoint ownership verification with a real dispatcher process and real
 loopback receivers: an endpoint awaiting verification receives its signed
 challenge and nothing else (its deliveries wait, spending no attempt) until
-its receiver echoes the challenge; then they arrive in publish order. A URL
-change asks again."""
+its receiver echoes the challenge, or the merchant pastes it in the portal;
+then they arrive in publish order. A URL change asks again."""
 
 from __future__ import annotations
 
 import pytest
 from django.db import connection
+from django.urls import reverse
 from standardwebhooks.webhooks import Webhook
 
 from deliveries.models import Delivery
 from deliveries.ops.held import HeldKind, delivery_held
 from deliveries.services import event_publish
 from endpoints.catalogue import schema_problems
+from endpoints.models import Membership
 from endpoints.services import endpoint_update
 from relayproject.lib.clock import utcnow
 from tests.support import factories
 from tests.support.fakes import Received, Receiver, Reply
+from tests.support.portal import user_with_role
 from tests.support.processes import wait_until
 
 pytestmark = [pytest.mark.postgres, pytest.mark.acceptance]
@@ -56,13 +59,15 @@ def merchant_requiring_verification():
     return merchant
 
 
-def test_a_receiver_that_does_not_echo_gets_only_challenges(dispatchers):
+def test_a_receiver_that_does_not_echo_gets_only_challenges_until_pasted(
+    dispatchers, client
+):
     with Receiver() as rx:  # answers 200 "ok" to everything
         merchant = merchant_requiring_verification()
-        endpoint = factories.endpoint(merchant, url=rx.url)
+        endpoint = factories.endpoint(merchant, url=rx.url, max_in_flight=1)
         secret = endpoint.secrets.get().secret
         publish(merchant, 5)
-        dispatchers.start("--concurrency", "4", env=FAST)
+        dispatchers.start("--concurrency", "1", env=FAST)
 
         # Retried (a 2xx without the challenge is a failed attempt) ...
         wait_until(lambda: len(rx.received) >= 3, timeout=60, what="3 challenges")
@@ -102,6 +107,23 @@ def test_a_receiver_that_does_not_echo_gets_only_challenges(dispatchers):
         assert challenge not in stored
         assert in_events == 0
         assert ordinary(rx) == []
+
+        # The merchant pastes the challenge from the receiver's log into the
+        # portal: the held deliveries go out, in publish order, one attempt each.
+        client.force_login(user_with_role(merchant, Membership.Role.DEVELOPER, "d"))
+        pasted = client.post(
+            reverse("portal:endpoint_verification", args=[merchant.slug, endpoint.pk]),
+            {"challenge": rx.received[-1].json["data"]["challenge"]},
+        )
+        assert pasted.status_code == 302
+        wait_until(lambda: len(ordinary(rx)) >= 5, timeout=60, what="5 events")
+        assert ordinary(rx) == list(range(5))
+        wait_until(
+            lambda: not waiting.exclude(status="succeeded").exists(),
+            timeout=30,
+            what="every held delivery recorded",
+        )
+        assert set(waiting.values_list("attempt_count", flat=True)) == {1}
 
 
 def test_an_echoing_receiver_is_verified_and_gets_the_held_events_in_order(

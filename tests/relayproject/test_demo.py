@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
 import pytest
 from django.test import Client
+from standardwebhooks.webhooks import Webhook
 
+from endpoints import verification
 from relayproject import demo
 from tests.support import factories
 
@@ -68,3 +71,35 @@ def test_what_it_keeps_is_bounded(settings, endpoint):
     assert all(len(item["payload"]) <= demo.PAYLOAD_CHARS for item in demo._received)
     page = Client().get(url(endpoint.pk))
     assert page.status_code == 200
+
+
+def test_it_echoes_a_signed_verification_challenge(settings, endpoint):
+    settings.RELAY_DEMO = True
+    secret = endpoint.secrets.get().secret
+    body = json.dumps(
+        {
+            "id": "evt_1",
+            "type": "relay.endpoint.verification",
+            "timestamp": "2026-12-04T00:00:00.000Z",
+            "data": {"challenge": "vrfy_demo"},
+        }
+    )
+    now = datetime.now(UTC)
+    signature = Webhook(secret).sign("evt_1", now, body)
+    headers = {
+        "webhook-id": "evt_1",
+        "webhook-timestamp": str(int(now.timestamp())),
+        "webhook-signature": signature,
+    }
+    response = Client().post(
+        url(endpoint.pk), body, content_type="application/json", headers=headers
+    )
+    assert response.status_code == 200
+    assert verification.echoed(response.content, "vrfy_demo")
+    ping = json.dumps({"id": "evt_2", "type": "relay.test", "data": {}})
+    headers["webhook-id"] = "evt_2"
+    headers["webhook-signature"] = Webhook(secret).sign("evt_2", now, ping)
+    other = Client().post(
+        url(endpoint.pk), ping, content_type="application/json", headers=headers
+    )
+    assert other.content == b"ok"
