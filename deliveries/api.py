@@ -103,6 +103,7 @@ def event_create(
             merchant=payload.merchant,
             type=payload.type,
             data=payload.data,
+            ordering_key=payload.ordering_key,
             only_merchant=_only_merchant(request),
             key=idempotency_key,
             scope=idempotency_scope(request) if idempotency_key else "",
@@ -140,7 +141,9 @@ def event_batch_create(request: HttpRequest, payload: EventBatchIn):
     Each event counts against its merchant's publish rate (429 with Retry-After)."""
     try:
         events = ingest.events_ingest(
-            items=[(e.merchant, e.type, e.data) for e in payload.events],
+            items=[
+                (e.merchant, e.type, e.data, e.ordering_key) for e in payload.events
+            ],
             only_merchant=_only_merchant(request),
         )
     except ingest.UnknownMerchant as exc:

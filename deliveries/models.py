@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.db import models
-from django.db.models import Q
+from django.db.models import ExpressionWrapper, Q
 
 from endpoints.merchant_keyed import MerchantForeignKey, MerchantKeyed
 from relayproject.lib.ids import new_delivery_id, new_event_id
@@ -34,6 +34,9 @@ class Event(MerchantKeyed):
     idempotency_scope = models.CharField(max_length=80, blank=True, default="")
     idempotency_key = models.CharField(max_length=255, null=True, blank=True)
     request_fingerprint = models.CharField(max_length=64, blank=True, default="")
+    # Events sharing a key reach an ordered endpoint one at a time, in publish
+    # order (deliveries/lanes.py); "" is unordered, as every event was before.
+    ordering_key = models.CharField(max_length=255, blank=True, default="")
 
     class Meta:
         ordering = ["-created_at"]
@@ -60,6 +63,10 @@ class Delivery(MerchantKeyed):
         DELIVERING = "delivering", "Delivering"
         SUCCEEDED = "succeeded", "Succeeded"
         DEAD = "dead", "Dead"
+        # Behind the head of its ordered lane (deliveries/lanes.py): no claim
+        # reads it (the due indexes cover pending and delivering only) until
+        # the head's outcome is recorded and it becomes pending.
+        WAITING = "waiting", "Waiting in its lane"
 
         # Class attributes set below (an Enum body would make them members).
         UNFINISHED: tuple[Delivery.Status, ...]
@@ -118,6 +125,15 @@ class Delivery(MerchantKeyed):
     created_at = models.DateTimeField()
     succeeded_at = models.DateTimeField(null=True, blank=True)
     dead_at = models.DateTimeField(null=True, blank=True)
+    # The lane it is sent in (the event's ordering_key, kept only when its
+    # endpoint was ordered at publish); "" is unordered. A replay of a laned
+    # dead letter leaves the lane ("" again) and is marked out_of_order.
+    ordering_key = models.CharField(max_length=255, blank=True, default="")
+    # Its place in the lane: given under the lane's lock at publish, so it is
+    # the order the publishes took the lock in (ids made in the same
+    # millisecond sort at random, and two hosts' clocks disagree).
+    lane_seq = models.PositiveBigIntegerField(default=0)
+    out_of_order = models.BooleanField(default=False)
 
     class Meta:
         verbose_name_plural = "deliveries"
@@ -155,6 +171,19 @@ class Delivery(MerchantKeyed):
             models.Index(
                 fields=["dead_at"], condition=Q(status="dead"), name="delivery_dead_idx"
             ),
+            # Ordered lanes (deliveries/lanes.py), partial so unordered rows
+            # and finished history are not in them: a lane's head (at most
+            # one row per lane), and its waiting rows in publish order.
+            models.Index(
+                fields=["endpoint", "ordering_key"],
+                condition=Q(status__in=["pending", "delivering"]) & ~Q(ordering_key=""),
+                name="delivery_lane_head_idx",
+            ),
+            models.Index(
+                fields=["endpoint", "ordering_key", "lane_seq"],
+                condition=Q(status="waiting"),
+                name="delivery_lane_waiting_idx",
+            ),
             models.Index(
                 fields=["succeeded_at"],
                 condition=Q(status="succeeded"),
@@ -179,7 +208,9 @@ class Delivery(MerchantKeyed):
         """The columns of a row going back to pending, unclaimed, due at `due_at`.
 
         Given a budget_start (a value, or F("attempt_count") in an UPDATE), the
-        row starts a fresh attempt budget and is no longer dead: a replay.
+        row starts a fresh attempt budget and is no longer dead: a replay. A
+        replay leaves its ordered lane (deliveries/lanes.py): it is sent at
+        once, out of order, marked so, and its outcome promotes nothing.
         Without, nothing was spent: a claim given back unsent.
         """
         fields = {
@@ -189,7 +220,16 @@ class Delivery(MerchantKeyed):
             "next_attempt_at": due_at,
         }
         if budget_start is not None:
-            fields.update(budget_start=budget_start, dead_at=None)
+            fields.update(
+                budget_start=budget_start,
+                dead_at=None,
+                ordering_key="",
+                # SET reads the row as it was: its lane before it is cleared.
+                out_of_order=ExpressionWrapper(
+                    Q(out_of_order=True) | ~Q(ordering_key=""),
+                    output_field=models.BooleanField(),
+                ),
+            )
         return fields
 
     @property

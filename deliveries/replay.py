@@ -48,6 +48,7 @@ def delivery_replay(*, delivery_id: str, now: datetime) -> Delivery:
         fields = Delivery.back_to_pending(
             due_at=now, budget_start=delivery.attempt_count
         )
+        fields["out_of_order"] = delivery.out_of_order or bool(delivery.ordering_key)
         for name, value in fields.items():
             setattr(delivery, name, value)
         delivery.save(update_fields=list(fields))

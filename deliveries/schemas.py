@@ -23,6 +23,12 @@ class EventIn(Schema):
     # Depth, size, NUL, surrogates and the schema: deliveries.publish.validation,
     # the one validator of every publish path.
     data: dict[str, Any]
+    ordering_key: str = Field(
+        "",
+        max_length=255,
+        description="Ordered endpoints get the events sharing it one at a time, "
+        "in publish order; empty: unordered.",
+    )
 
 
 class EventBatchIn(Schema):
@@ -57,6 +63,7 @@ class EventOut(Schema):
 
 class EventDetail(EventOut):
     data: dict[str, Any]
+    ordering_key: str
 
 
 class EventBatchOut(Schema):
@@ -86,6 +93,12 @@ class DeliveryOut(Schema):
     created_at: datetime
     succeeded_at: datetime | None
     dead_at: datetime | None
+    ordering_key: str = Field(
+        description="Its lane on an ordered endpoint; empty: sent unordered."
+    )
+    out_of_order: bool = Field(
+        description="Replayed out of its lane: sent without waiting its turn."
+    )
     held: HeldOut | None = Field(
         None,
         description="Why a pending or delivering row is not moving; null once finished.",

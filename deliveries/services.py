@@ -36,6 +36,7 @@ class EventInput:
     data: object
     idempotency_key: str | None = None
     idempotency_scope: str = ""
+    ordering_key: str = ""  # deliveries/lanes.py; "" is unordered
 
 
 def request_fingerprint(*, merchant: str, type: str, data: object) -> str:
@@ -55,6 +56,7 @@ def event_publish(
     data: object,
     idempotency_key: str | None = None,
     idempotency_scope: str = "",
+    ordering_key: str = "",
     endpoint_ids: Sequence[str] | None = None,
     now: datetime | None = None,
     rate_limited: bool = False,
@@ -68,10 +70,14 @@ def event_publish(
     writes everything; before it, the merchant's endpoints are read unless
     this process has them cached (endpoints.audiences; the write checks them).
     Not rate limited unless rate_limited (a person's request, as the portal's).
+    ordering_key: ordered endpoints get the events sharing it one at a time,
+    in publish order (deliveries/lanes.py).
     """
     return events_publish(
         merchant=merchant,
-        events=[EventInput(type, data, idempotency_key, idempotency_scope)],
+        events=[
+            EventInput(type, data, idempotency_key, idempotency_scope, ordering_key)
+        ],
         endpoint_ids=endpoint_ids,
         now=now,
         rate_limited=rate_limited,
@@ -185,7 +191,10 @@ def drafts_prepare(
     texts: list[str] = []
     for index, (audience, item) in enumerate(items):
         problems, data_json = validation.event_check(
-            merchant=audience.merchant, type=item.type, data=item.data
+            merchant=audience.merchant,
+            type=item.type,
+            data=item.data,
+            ordering_key=item.ordering_key,
         )
         errors.extend((index, loc, msg) for loc, msg in problems)
         texts.append(data_json)
@@ -241,6 +250,7 @@ def _draft(
             "type": item.type,
             "data": item.data,
             "created_at": now,
+            "ordering_key": item.ordering_key,
             "idempotency_key": item.idempotency_key,
             "idempotency_scope": item.idempotency_scope if keyed else "",
             "request_fingerprint": request_fingerprint(
@@ -264,6 +274,9 @@ def _draft(
                 "merchant_id": merchant.pk,
                 "next_attempt_at": now,
                 "created_at": now,
+                # The lane, on an ordered endpoint; its status and place are
+                # given at the write, under the lane's lock (lanes.py).
+                "ordering_key": item.ordering_key if endpoint.ordered else "",
             },
         )
         for endpoint in targets

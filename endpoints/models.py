@@ -160,6 +160,9 @@ class Endpoint(MerchantKeyed):
     # The delivery that carries it; "" until a dispatcher has made it.
     verification_delivery_id = models.CharField(max_length=40, blank=True, default="")
     verification_requested_at = models.DateTimeField(null=True, blank=True)
+    # Events sharing an ordering_key are sent one at a time, in publish order
+    # (deliveries/lanes.py). Read at publish: a change applies to later events.
+    ordered = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

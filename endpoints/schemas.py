@@ -78,6 +78,11 @@ class EndpointIn(Schema):
     permanent_statuses: list[PermanentStatus] = Field(
         default_factory=list, max_length=50
     )
+    ordered: bool = Field(
+        False,
+        description="Events sharing an ordering_key are sent one at a time, in "
+        "publish order.",
+    )
 
 
 class EndpointPatch(Schema):
@@ -90,11 +95,12 @@ class EndpointPatch(Schema):
     headers: CustomHeaders | None = None
     max_in_flight: MaxInFlight | None = None
     permanent_statuses: list[PermanentStatus] | None = Field(None, max_length=50)
+    ordered: bool | None = None
     is_active: bool | None = None
 
     def changes(self) -> dict:
         """The fields sent; null on a field that cannot be empty means "unchanged"."""
-        not_nullable = {"url", "description", "event_types", "is_active"}
+        not_nullable = {"url", "description", "event_types", "ordered", "is_active"}
         return {
             field: value
             for field, value in self.dict(exclude_unset=True).items()
@@ -134,6 +140,7 @@ class EndpointOut(Schema):
     headers: dict[str, str]
     max_in_flight: int | None
     permanent_statuses: list[int]
+    ordered: bool
     breaker_state: str
     verification: VerificationOut
     created_at: datetime

@@ -123,6 +123,7 @@ def endpoint_create(
     headers: dict[str, str] | None = None,
     max_in_flight: int | None = None,
     permanent_statuses: Sequence[int] = (),
+    ordered: bool = False,
     now: datetime,
 ) -> Endpoint:
     """Create an endpoint with its first signing secret and a closed breaker."""
@@ -153,6 +154,7 @@ def endpoint_create(
             headers=headers or {},
             max_in_flight=max_in_flight,
             permanent_statuses=sorted(set(permanent_statuses)),
+            ordered=bool(ordered),
         )
         if verification.required(merchant):
             verification.request_fields_set(endpoint, now=now)
@@ -176,6 +178,7 @@ def endpoint_update(
     headers=_UNSET,
     max_in_flight=_UNSET,
     permanent_statuses=_UNSET,
+    ordered=_UNSET,
     is_active=_UNSET,
     by: str = "api",
     now: datetime,
@@ -213,6 +216,8 @@ def endpoint_update(
         "permanent_statuses": sorted(set(permanent_statuses or ()))
         if permanent_statuses is not _UNSET
         else _UNSET,
+        # Read at publish: lanes already waiting drain in order either way.
+        "ordered": bool(ordered) if ordered is not _UNSET else _UNSET,
     }
     url_changed = url is not _UNSET and url != endpoint.url
     # Only the fields given are written: a stale instance must not undo what

@@ -35,6 +35,7 @@ class HeldKind(StrEnum):
     RETRY_SCHEDULED = "retry_scheduled"  # backoff after a failed attempt
     SCHEDULED = "scheduled"  # not yet due, no attempt made
     DUE = "due"  # due now: a claim takes it once there is room
+    IN_LANE = "in_lane"  # behind the head of its ordered lane (deliveries/lanes.py)
 
 
 # Kinds that are a hold (something outside the delivery stops it) rather
@@ -117,6 +118,13 @@ def delivery_held(*, delivery: Delivery, now: datetime) -> Held | None:
     """
     if delivery.status in Delivery.Status.FINISHED:
         return None
+    if delivery.status == Delivery.Status.WAITING:
+        return Held(
+            HeldKind.IN_LANE,
+            f"Waiting in order: sent once the earlier events of ordering key "
+            f"{delivery.ordering_key!r} have succeeded or gone dead",
+            None,
+        )
     if delivery.status == Delivery.Status.DELIVERING:
         until = delivery.claimed_until
         worker = delivery.claimed_by or "?"

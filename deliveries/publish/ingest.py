@@ -72,6 +72,7 @@ def event_ingest(
     merchant: str,
     type: str,
     data: object,
+    ordering_key: str = "",
     only_merchant: int | None = None,
     key: str | None = None,
     scope: str = "",
@@ -89,7 +90,8 @@ def event_ingest(
             found = _visible([merchant], only_merchant, cached=cached)
             if merchant not in found:
                 raise UnknownMerchant(merchant)
-            return [(found[merchant], EventInput(type, data))]
+            item = EventInput(type, data, ordering_key=ordering_key)
+            return [(found[merchant], item)]
 
         return drafts_publish(read=read, now=utcnow(), rate_limited=True)[0], False
     with transaction.atomic():
@@ -102,7 +104,7 @@ def event_ingest(
         if not got:
             raise IdempotencyInProgress(key)
         # Read under the lock (not cached), so the write checks nothing more.
-        items = [(audience, EventInput(type, data, key, scope))]
+        items = [(audience, EventInput(type, data, key, scope, ordering_key))]
         now = utcnow()
         created = drafts_publish(read=lambda cached: items, now=now, only_new_key=True)
         if created:
@@ -124,19 +126,25 @@ def event_ingest(
 
 
 def events_ingest(
-    *, items: Sequence[tuple[str, str, object]], only_merchant: int | None = None
+    *,
+    items: Sequence[tuple[str, str, object] | tuple[str, str, object, str]],
+    only_merchant: int | None = None,
 ) -> list[Event]:
-    """Events of any merchants, (slug, type, data) each: all or none, in order.
+    """Events of any merchants, (slug, type, data[, ordering key]) each: all
+    or none, in order (the order a lane takes them in).
 
     Raises UnknownMerchant for the first event of a merchant the caller may
     not see, then validation.EventsRefused naming every refused event.
     """
 
     def read(cached: bool) -> list[tuple[Audience, EventInput]]:
-        visible = _visible({slug for slug, _, _ in items}, only_merchant, cached=cached)
-        for index, (slug, _, _) in enumerate(items):
+        visible = _visible({item[0] for item in items}, only_merchant, cached=cached)
+        for index, (slug, *_) in enumerate(items):
             if slug not in visible:
                 raise UnknownMerchant(slug, index)
-        return [(visible[slug], EventInput(type, data)) for slug, type, data in items]
+        return [
+            (visible[slug], EventInput(type, data, ordering_key="".join(key)))
+            for slug, type, data, *key in items
+        ]
 
     return drafts_publish(read=read, now=utcnow(), rate_limited=True)

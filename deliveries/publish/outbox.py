@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 
+from deliveries.lanes import deliveries_enqueue
 from deliveries.models import Delivery, Event
 from deliveries.publish.rate import (
     GRANTED_SQL,
@@ -85,10 +86,27 @@ def drafts_write(
     """
     if not drafts:
         return True
+    if any(x.ordering_key for d in drafts for x in d.deliveries):
+        # Laned deliveries are placed under their lanes' locks, which the
+        # write must commit with (deliveries/lanes.py): a transaction, and
+        # two statements more, for the publishes that name an ordering key
+        # for an ordered endpoint only.
+        with transaction.atomic():
+            deliveries_enqueue([x for d in drafts for x in d.deliveries])
+            return _write(drafts, only_new_key, unchanged or {}, rate)
+    return _write(drafts, only_new_key, unchanged or {}, rate)
+
+
+def _write(
+    drafts: Sequence[Draft],
+    only_new_key: bool,
+    unchanged: Mapping[int, str],
+    rate: Take | None,
+) -> bool:
     if dbfeatures.batch_statements() and citus.on():
-        return _write_by_shard(drafts, only_new_key, unchanged or {}, rate)
+        return _write_by_shard(drafts, only_new_key, unchanged, rate)
     if dbfeatures.batch_statements():
-        return _write_postgres(drafts, only_new_key, unchanged or {}, rate)
+        return _write_postgres(drafts, only_new_key, unchanged, rate)
     if rate is not None:
         publish_rate_take(costs=rate.costs, now=rate.now)
     return _write_orm(drafts, idempotent=only_new_key)

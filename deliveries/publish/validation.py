@@ -25,6 +25,7 @@ from relayproject.lib.jsonlimits import json_problems
 
 # (where in the event, what is wrong): where is e.g. ["data"] or ["type"].
 Problem = tuple[list, str]
+MAX_ORDERING_KEY_LENGTH = 255  # Event.ordering_key's column
 
 
 class EventsRefused(Exception):
@@ -39,9 +40,11 @@ class EventsRefused(Exception):
 
 
 def event_check(
-    *, merchant: Merchant, type: str, data: object
+    *, merchant: Merchant, type: str, data: object, ordering_key: str = ""
 ) -> tuple[list[Problem], str]:
     """(problems, data as the JSON text to store); the text is "" when refused."""
+    if problem := ordering_key_problem(ordering_key):
+        return [(["ordering_key"], problem)], ""
     if not isinstance(type, str) or not is_valid_event_type(type):
         return [
             (
@@ -63,6 +66,18 @@ def event_check(
         merchant=merchant, type=type, data=data, data_json=data_json
     )
     return problems, "" if problems else data_json
+
+
+def ordering_key_problem(key: object) -> str:
+    """What is wrong with an ordering key ("" when nothing): the lanes'
+    (deliveries/lanes.py) name, stored and compared as text."""
+    if not isinstance(key, str):
+        return "An ordering key is a string."
+    if len(key) > MAX_ORDERING_KEY_LENGTH:
+        return f"An ordering key is at most {MAX_ORDERING_KEY_LENGTH} characters."
+    if "\x00" in key or any(0xD800 <= ord(c) <= 0xDFFF for c in key):
+        return "An ordering key cannot contain NUL or a lone surrogate."
+    return ""
 
 
 def event_errors(
