@@ -155,12 +155,13 @@ def lock(most: int, *, pinned: bool = False) -> str:
     return f"""
 WITH locked AS (
     SELECT d.id, d.status, d.claimed_by, d.attempt_count, d.budget_start,
-        d.endpoint_id, d.merchant_id
+        d.endpoint_id, d.merchant_id, d.ordering_key
     FROM unnest(%(endpoints)s::text[], %(shares)s::int[]) AS q(endpoint_id, share)
     CROSS JOIN LATERAL (
         SELECT l.* FROM (
             SELECT x.id, x.status, x.claimed_by, x.attempt_count,
-                x.budget_start, x.endpoint_id, x.merchant_id, x.next_attempt_at
+                x.budget_start, x.endpoint_id, x.merchant_id, x.ordering_key,
+                x.next_attempt_at
             FROM {Delivery._meta.db_table} AS x
             WHERE {x_pin}(x.endpoint_id, x.next_attempt_at)
                 >= (q.endpoint_id, '-infinity'::timestamptz)

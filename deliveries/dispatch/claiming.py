@@ -25,6 +25,7 @@ from deliveries.dispatch.due import (
     rooms,
 )
 from deliveries.dispatch.shares import merchant_shares
+from deliveries.lanes import lanes_advance
 from deliveries.models import Attempt, Delivery, ErrorKind
 from deliveries.verification import verification_make, verifications_due
 from endpoints import health
@@ -45,6 +46,7 @@ _CLAIM_FIELDS = (
     "budget_start",
     "endpoint_id",
     "merchant_id",
+    "ordering_key",
     "endpoint__max_attempts",
 )
 
@@ -326,6 +328,16 @@ def _take(
             dead_at=now,
             claimed_by="",
             claimed_until=None,
+        )
+        # A head dead on reclaim is a dead letter like any other: its lane
+        # goes on, in this transaction (deliveries/lanes.py).
+        lanes_advance(
+            lanes=[
+                (r["merchant_id"], r["endpoint_id"], r["ordering_key"])
+                for r in expired
+                if r["id"] in exhausted
+            ],
+            now=now,
         )
     taken = fresh + resend
     marked = {r["id"] for r in rows if r.get("taken")}  # by _due_rows_locked

@@ -43,6 +43,8 @@ class Job:
     # The verification challenge this job's body carries (deliveries/
     # verification.py); the recorder checks the answer echoes it.
     challenge: str = field(default="", repr=False)
+    # Its ordered lane ("" unordered): its last outcome promotes the next row.
+    ordering_key: str = ""
 
 
 def jobs_load(
@@ -61,6 +63,7 @@ def jobs_load(
             .select_related("event", "endpoint")
             .only(
                 "id",
+                "ordering_key",
                 "attempt_count",
                 "budget_start",
                 "event__id",
@@ -127,6 +130,7 @@ def jobs_load(
                 permanent_statuses=permanent_everywhere
                 | frozenset(row.endpoint.permanent_statuses or ()),
                 challenge=challenge,
+                ordering_key=row.ordering_key,
             )
         )
     return jobs

@@ -20,6 +20,7 @@ from deliveries import retry
 from deliveries.dispatch import backend
 from deliveries.dispatch.delivery_update import deliveries_update, error_text
 from deliveries.dispatch.transport import SendResult
+from deliveries.lanes import Lane, lanes_advance
 from deliveries.models import Attempt, ErrorKind
 from deliveries.ops import counters
 from deliveries.publish.sanitize import storable_text
@@ -50,6 +51,7 @@ class Sent:
     published_at: datetime | None = None  # the event's created_at
     permanent_statuses: frozenset[int] = frozenset()
     challenge: str = field(default="", repr=False)  # a verification's (jobs.py)
+    ordering_key: str = ""  # its ordered lane, "" if none (deliveries/lanes.py)
 
 
 @dataclass
@@ -83,6 +85,9 @@ def outcomes_record(
             now=now,
             rand=rand,
         )
+        # In this transaction, after the fenced UPDATE: a lane goes on exactly
+        # when its head's last outcome commits, and only the lease holder's.
+        lanes_advance(lanes=_lanes_done(sent, verdicts, updated), now=now)
         healthy_successes: set[str] = set()
         verified: list[tuple[str, int | None, str]] = []
         for item in sent:
@@ -169,6 +174,19 @@ def _echo_checked(item: Sent) -> Sent:
     return replace(
         item, result=replace(result, error_kind=ErrorKind.CHALLENGE_NOT_ECHOED)
     )
+
+
+def _lanes_done(
+    sent: list[Sent], verdicts: dict[str, retry.Verdict], updated: set[str]
+) -> list[Lane]:
+    """The lanes whose head this flush finished (succeeded or dead)."""
+    return [
+        (item.merchant_id, item.endpoint_id, item.ordering_key)
+        for item in sent
+        if item.ordering_key
+        and item.delivery_id in updated
+        and verdicts[item.delivery_id] != retry.Verdict.RETRY
+    ]
 
 
 def _health_outcome(item: Sent) -> health.Outcome:

@@ -256,6 +256,7 @@ def _sent(f: Finished) -> outcomes.Sent:
         published_at=f.job.published_at,
         permanent_statuses=f.job.permanent_statuses,
         challenge=f.job.challenge,
+        ordering_key=f.job.ordering_key,
     )
 
 
