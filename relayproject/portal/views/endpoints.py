@@ -146,7 +146,14 @@ def endpoint_create(request: HttpRequest, access: Access) -> HttpResponse:
         preview = _filter_preview(access, form)
     elif request.method == "POST" and _save(request, access, form, save):
         endpoint = created["endpoint"]
-        messages.success(request, f"Endpoint {endpoint.pk} created.")
+        waits = (
+            " It receives nothing until it is verified: answer the "
+            "relay.endpoint.verification request it is about to get with its "
+            "challenge, or paste the challenge on its verification page."
+            if endpoint.awaiting_verification
+            else ""
+        )
+        messages.success(request, f"Endpoint {endpoint.pk} created.{waits}")
         return redirect("portal:endpoint_detail", access.merchant.slug, endpoint.pk)
     status = 400 if request.method == "POST" and preview is None else 200
     return page(

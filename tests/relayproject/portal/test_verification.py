@@ -108,3 +108,16 @@ def test_a_developer_may_verify(client, world, awaiting):
     client.post(url(awaiting), {"challenge": awaiting.verification_challenge})
     assert not Endpoint.objects.get(pk=awaiting.pk).awaiting_verification
     assert utcnow() >= Endpoint.objects.get(pk=awaiting.pk).verified_at
+
+
+def test_a_new_endpoint_is_said_to_wait_for_verification(client, world, settings):
+    settings.REQUIRE_ENDPOINT_VERIFICATION = True
+    client.force_login(world.owner)
+    response = client.post(
+        reverse("portal:endpoint_create", args=["acme"]),
+        {"url": "http://127.0.0.1:9/new", "description": ""},
+        follow=True,
+    )
+    page = response.content.decode()
+    assert "It receives nothing until it is verified" in page
+    assert "waiting for verification" in page
