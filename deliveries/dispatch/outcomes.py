@@ -31,6 +31,7 @@ from endpoints.verification import echoed, endpoints_verified_by_echo
 
 logger = logging.getLogger(__name__)
 GONE_BY = "receiver"  # who disabled an endpoint that answered 410
+CHALLENGE_HIDDEN = "[challenge]"  # in place of a verification challenge, kept
 
 
 @dataclass(frozen=True)
@@ -165,14 +166,33 @@ def commit_lazily() -> None:
 def _echo_checked(item: Sent) -> Sent:
     """A verification's 2xx proves only that something answers: it counts
     when the body (bounded by the transport) echoes the challenge; otherwise
-    it is a failed attempt, retried, with its own error kind."""
+    it is a failed attempt, retried, with its own error kind.
+
+    What is kept of the answer never holds the challenge: a receiver that
+    reflects what it got (an echo service, an error page) would otherwise
+    hand it to whoever reads the attempt, and pasting it would verify an
+    endpoint nobody there agreed to."""
+    if not item.challenge:
+        return item
     result = item.result
-    if not item.challenge or not is_success(result.status_code):
-        return item
-    if echoed(result.body_excerpt, item.challenge):
-        return item
+    if is_success(result.status_code) and not echoed(
+        result.body_excerpt, item.challenge
+    ):
+        result = replace(result, error_kind=ErrorKind.CHALLENGE_NOT_ECHOED)
+
+    def hide(text: str) -> str:
+        return text.replace(item.challenge, CHALLENGE_HIDDEN)
+
     return replace(
-        item, result=replace(result, error_kind=ErrorKind.CHALLENGE_NOT_ECHOED)
+        item,
+        result=replace(
+            result,
+            body_excerpt=hide(result.body_excerpt),
+            error_message=hide(result.error_message),
+            response_headers=tuple(
+                (name, hide(value)) for name, value in result.response_headers
+            ),
+        ),
     )
 
 
