@@ -36,7 +36,11 @@ class Event(MerchantKeyed):
     request_fingerprint = models.CharField(max_length=64, blank=True, default="")
     # Events sharing a key reach an ordered endpoint one at a time, in publish
     # order (deliveries/lanes.py); "" is unordered, as every event was before.
-    ordering_key = models.CharField(max_length=255, blank=True, default="")
+    # Defaults in the database too, so statements that name no lane column
+    # (bench seeds, the history tables' copies) still insert.
+    ordering_key = models.CharField(
+        max_length=255, blank=True, default="", db_default=""
+    )
 
     class Meta:
         ordering = ["-created_at"]
@@ -128,12 +132,14 @@ class Delivery(MerchantKeyed):
     # The lane it is sent in (the event's ordering_key, kept only when its
     # endpoint was ordered at publish); "" is unordered. A replay of a laned
     # dead letter leaves the lane ("" again) and is marked out_of_order.
-    ordering_key = models.CharField(max_length=255, blank=True, default="")
+    ordering_key = models.CharField(
+        max_length=255, blank=True, default="", db_default=""
+    )
     # Its place in the lane: given under the lane's lock at publish, so it is
     # the order the publishes took the lock in (ids made in the same
     # millisecond sort at random, and two hosts' clocks disagree).
-    lane_seq = models.PositiveBigIntegerField(default=0)
-    out_of_order = models.BooleanField(default=False)
+    lane_seq = models.PositiveBigIntegerField(default=0, db_default=0)
+    out_of_order = models.BooleanField(default=False, db_default=False)
 
     class Meta:
         verbose_name_plural = "deliveries"

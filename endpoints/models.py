@@ -162,7 +162,7 @@ class Endpoint(MerchantKeyed):
     verification_requested_at = models.DateTimeField(null=True, blank=True)
     # Events sharing an ordering_key are sent one at a time, in publish order
     # (deliveries/lanes.py). Read at publish: a change applies to later events.
-    ordered = models.BooleanField(default=False)
+    ordered = models.BooleanField(default=False, db_default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
