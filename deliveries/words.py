@@ -207,3 +207,27 @@ def enable_message(*, due: int, later: int) -> str:
             f"{'its' if later == 1 else 'their'} retry time."
         )
     return said
+
+
+def lane_note(*, status: str, ordering_key: str, out_of_order: bool) -> str:
+    """What its ordered lane (deliveries/lanes.py) did with a delivery, or "":
+    a dead letter was skipped in order (the later events of its key went on
+    without it); a replay of one went out of order."""
+    if out_of_order:
+        return "Replayed out of order: sent at once, not in its ordering key's turn."
+    if ordering_key and status == "dead":
+        return (
+            f"Skipped in order: the later events of ordering key {ordering_key!r} "
+            "went on without it."
+        )
+    return ""
+
+
+def replay_lane_warning(*, ordering_key: str) -> str:
+    """Said next to a replay button of a delivery sent in order, or ""."""
+    if not ordering_key:
+        return ""
+    return (
+        f"It was sent in order (ordering key {ordering_key!r}): a replay sends it "
+        "at once, out of order, whatever its key's later events are doing."
+    )

@@ -201,6 +201,18 @@ class DeliveryColumns:
             delivery.endpoint.merchant.slug,
         )
 
+    @admin.display(description="order")
+    def lane(self, delivery: Delivery) -> str:
+        """Its ordered lane (deliveries/lanes.py): skipped, replayed out of it."""
+        note = words.lane_note(
+            status=delivery.status,
+            ordering_key=delivery.ordering_key,
+            out_of_order=delivery.out_of_order,
+        )
+        if note or not delivery.ordering_key:
+            return note
+        return f"In order: ordering key {delivery.ordering_key!r}"
+
     @admin.display(description="why it stopped")
     def stop_reason(self, delivery: Delivery) -> str:
         return words.stop_reason(
@@ -278,4 +290,6 @@ def page_fields(delivery: Delivery | None) -> tuple[str, ...]:
         fields.append("dead_at")
     if delivery is None or delivery.status == Delivery.Status.DEAD:
         fields.insert(fields.index("status") + 1, "stop_reason")
+    if delivery is None or delivery.ordering_key or delivery.out_of_order:
+        fields.insert(fields.index("status") + 1, "lane")
     return (*fields, "request_body")

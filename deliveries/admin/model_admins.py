@@ -177,6 +177,9 @@ class ReplayableAdmin(QuickRows, DeliveryColumns, admin.ModelAdmin):
             pk=object_id
         )
         delivery = delivery.first()
+        extra_context["replay_warning"] = words.replay_lane_warning(
+            ordering_key=delivery.ordering_key if delivery is not None else ""
+        )
         if delivery is not None and delivery.status == Delivery.Status.PENDING:
             extra_context["retry_refusal"] = words.retry_now_refusal(
                 delivery_held(delivery=delivery, now=utcnow())
@@ -227,6 +230,7 @@ class DeadLetterAdmin(ReplayableAdmin):
         "endpoint_column",
         "event_type",
         "last_result",
+        "lane",
         "replay_button",
     )  # attempts per endpoint are in the analysis above, per row on its page
     list_display_links = None  # the delivery column links to the page

@@ -51,3 +51,13 @@ def breakable(name: str) -> str:
     """An event type that may wrap after its dots and underscores, never
     inside a word: "subscription.<wbr>payment_<wbr>method"."""
     return mark_safe(re.sub(r"([._])", r"\1<wbr>", escape(name or "")))
+
+
+@register.filter
+def lane_note(delivery) -> str:
+    """ "Skipped in order" / "Replayed out of order" (deliveries/words.py), or ""."""
+    return words.lane_note(
+        status=delivery.status,
+        ordering_key=delivery.ordering_key,
+        out_of_order=delivery.out_of_order,
+    )

@@ -19,6 +19,7 @@ from django.utils.http import urlencode
 
 from endpoints import quotas
 from endpoints.admin.memberships import MembershipGrantsLogged, MembershipInline
+from endpoints.admin.ordering import OrderingActions
 from endpoints.admin.present import (
     QuickRows,
     breaker_words,
@@ -168,7 +169,9 @@ class EndpointActions(QuickRows):
 
 
 @admin.register(Endpoint)
-class EndpointAdmin(VerificationActions, EndpointActions, admin.ModelAdmin):
+class EndpointAdmin(
+    VerificationActions, OrderingActions, EndpointActions, admin.ModelAdmin
+):
     # The page's own buttons post to the list's actions (same permission
     # checks, same log entries): see endpoint_change_form.html.
     change_form_template = "admin/endpoints/endpoint_change_form.html"
@@ -207,11 +210,17 @@ class EndpointAdmin(VerificationActions, EndpointActions, admin.ModelAdmin):
         "p95_ms",
         "deliveries_links",
     )
-    actions = (*EndpointActions.actions, "mark_verified")
+    actions = (
+        *EndpointActions.actions,
+        "mark_verified",
+        "make_ordered",
+        "make_unordered",
+    )
     list_select_related = ("merchant", "health")
     list_filter = (
         "is_active",
         "awaiting_verification",
+        "ordered",
         "auto_disable_exempt",
         ("merchant", admin.RelatedOnlyFieldListFilter),
     )
@@ -237,6 +246,7 @@ class EndpointAdmin(VerificationActions, EndpointActions, admin.ModelAdmin):
         "rate_limit_per_second",
         "max_in_flight",
         "permanent_statuses",
+        "ordered",
         "created_at",
         "updated_at",
         "health_summary",

@@ -21,6 +21,7 @@ STATUS_CHOICES = [
     ("delivering", "delivering"),
     ("succeeded", "succeeded"),
     ("dead", "dead"),
+    ("waiting", "waiting in order"),
 ]
 
 
@@ -102,6 +103,15 @@ class EndpointForm(forms.Form):
             "disables the endpoint."
         ),
     )
+    ordered = forms.BooleanField(
+        label="Ordered: events with the same ordering key, one at a time",
+        required=False,
+        help_text=(
+            "Events that share an ordering_key are sent in publish order, each "
+            "after the previous one succeeded or went dead (a dead one does not "
+            "block the rest). Applies to events published from now on."
+        ),
+    )
 
     def __init__(
         self,
@@ -164,6 +174,7 @@ class EndpointForm(forms.Form):
             "permanent_statuses": ", ".join(
                 str(s) for s in endpoint.permanent_statuses or ()
             ),
+            "ordered": endpoint.ordered,
         }
 
     def clean_filter(self):
@@ -229,6 +240,7 @@ class EndpointForm(forms.Form):
             "headers": self._headers_kept_and_written(),
             "max_in_flight": data["max_in_flight"],
             "permanent_statuses": data["permanent_statuses"],
+            "ordered": data["ordered"],
         }
 
     def add_service_errors(self, error: ValidationError) -> None:
@@ -293,6 +305,16 @@ class ExampleForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 12, "spellcheck": "false"}),
         help_text="The example of the type; edit it before sending if you like.",
     )
+    ordering_key = forms.CharField(
+        label="Ordering key",
+        required=False,
+        strip=False,
+        widget=forms.TextInput(attrs={"placeholder": "e.g. order_123"}),
+        help_text=(
+            "Optional. On an ordered endpoint, events with the same key are "
+            "sent one at a time, in publish order."
+        ),
+    )
 
     def __init__(self, *args, types: list, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -327,6 +349,9 @@ class ExampleForm(forms.Form):
         for loc, message in problems:
             if loc[:1] == ["type"]:
                 self.add_error("event_type", message)
+                continue
+            if loc[:1] == ["ordering_key"]:
+                self.add_error("ordering_key", message)
                 continue
             where = "/".join(str(x) for x in loc[1:]) or "the top level"
             self.add_error("data", f"At {where}: {message}")

@@ -71,6 +71,7 @@ def endpoint_example(request: HttpRequest, access: Access) -> HttpResponse:
                 merchant=access.merchant,
                 type=form.cleaned_data["event_type"],
                 data=form.cleaned_data["data"],
+                ordering_key=form.cleaned_data["ordering_key"],
                 endpoint_ids=[access.endpoint.pk],
                 rate_limited=True,
             )

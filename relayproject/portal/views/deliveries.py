@@ -167,7 +167,11 @@ def delivery_detail(request: HttpRequest, access: Access) -> HttpResponse:
             "retry_refusal": words.retry_now_refusal(held)
             if delivery.status == "pending"
             else None,
-            "can_replay": delivery.status not in Delivery.Status.UNFINISHED,
+            # Finished rows only: a row waiting in its lane is not sent yet.
+            "can_replay": delivery.status in Delivery.Status.FINISHED,
+            "replay_warning": words.replay_lane_warning(
+                ordering_key=delivery.ordering_key
+            ),
         },
     )
 
@@ -238,6 +242,7 @@ def endpoint_test(request: HttpRequest, access: Access) -> HttpResponse:
             merchant=access.merchant,
             type=TEST_EVENT_TYPE,
             data={"message": "Test event from the webhook-relay portal"},
+            ordering_key=request.POST.get("ordering_key", ""),
             endpoint_ids=[endpoint.pk],
             rate_limited=True,
         )
