@@ -205,7 +205,6 @@ class EndpointAdmin(
         "url_cut",
         "merchant",
         "is_active",
-        "verification_state",
         "breaker_state",
         "p95_ms",
         "deliveries_links",
@@ -272,6 +271,8 @@ class EndpointAdmin(
 
     @admin.display(description="state", ordering="health__breaker_state")
     def breaker_state(self, endpoint: Endpoint) -> str:
+        if endpoint.is_active and endpoint.awaiting_verification:
+            return "Waiting for verification"  # nothing but its challenge is sent
         return state_label(
             endpoint.health,
             active=endpoint.is_active,

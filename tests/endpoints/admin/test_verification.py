@@ -38,6 +38,8 @@ def test_change_rights_alone_cannot_mark_verified(client, awaiting):
     assert not LogEntry.objects.exists()
     page = client.get(reverse(CHANGELIST)).content.decode()
     assert "mark_verified" not in page  # no door it cannot open
+    detail = reverse("admin:endpoints_endpoint_change", args=[awaiting.pk])
+    assert "Mark verified" not in client.get(detail).content.decode()
 
 
 def test_the_permission_marks_verified_and_logs_who(client, awaiting):
@@ -47,6 +49,9 @@ def test_the_permission_marks_verified_and_logs_who(client, awaiting):
     detail = reverse("admin:endpoints_endpoint_change", args=[awaiting.pk])
     page = client.get(detail).content.decode()
     assert "waiting for verification" in page
+    assert "Mark verified" in page  # the page's own button
+    listed = client.get(reverse(CHANGELIST)).content.decode()
+    assert "Waiting for verification" in listed  # its state column
     assert awaiting.verification_challenge not in page
     mark(client, awaiting)
     awaiting.refresh_from_db()
