@@ -225,6 +225,8 @@ def kept_deliveries(*, before: date, include_dead: bool) -> str:
     dead = f"(dead_at IS NULL OR dead_at >= {bound})" if include_dead else "TRUE"
     return (
         "(status IN ('pending', 'delivering') "
+        # Waiting in an ordered lane (deliveries/lanes.py): unfinished too.
+        "OR status = 'waiting' "
         "OR (status = 'succeeded' "
         f"AND (succeeded_at IS NULL OR succeeded_at >= {bound})) "
         f"OR (status = 'dead' AND {dead}))"

@@ -334,3 +334,12 @@ def test_an_events_day_is_dropped_a_day_after_its_deliveries(old_days):
     assert old_days + timedelta(days=1) in partitions.partition_days(EVENTS)
     assert old_days + timedelta(days=1) not in partitions.partition_days(DELIVERIES)
     assert old_days not in partitions.partition_days(EVENTS)
+
+
+def test_prune_keeps_a_delivery_waiting_in_its_ordered_lane(old_days):
+    endpoint = factories.endpoint(ordered=True)
+    old = partitions.day_start(old_days) + timedelta(hours=12)
+    waiting = seed.delivery(endpoint, status="waiting", created_at=old)
+    prune("--older-than", "30")
+    assert Delivery.objects.filter(pk=waiting.pk, status="waiting").exists()
+    assert Event.objects.filter(pk=waiting.event_id).exists()
