@@ -1,0 +1,242 @@
+"""CPU per request of the publish path, in-process: what the API costs in
+Python, measured so that a busy machine moves it little.
+
+Not a test. The project's WSGI application (relayproject.wsgi, so its
+request receivers run, as under gunicorn) is called directly, with no socket,
+for `GET /healthz`, a single `POST /api/v1/events` and a `POST
+/api/v1/events/batch` of 100 (a merchant with 2 endpoints: 2 deliveries an
+event). Each phase reports this process's CPU per request (its own Python
+and libpq), the CPU of the PostgreSQL backend serving it (from /proc: the
+server must run on this machine), wall time and the SQL statements sent.
+Rates are left out on purpose: on a shared machine they
+move with the load, CPU per request much less. It (re)creates its own
+database (BENCH_DATABASE_URL, default .../bench_publish_cpu).
+
+    .venv/bin/python bench/publish_cpu.py [--requests 2000] [--rounds 3]
+        [--profile single|batch|healthz] [--top 40] [--only single,batch]
+
+--profile runs cProfile over that phase (CPU clock) and prints the functions
+with the most own and cumulative time; --only runs just those phases (to
+sample them with py-spy). BENCH_DROP_MIDDLEWARE=part,part leaves out the
+middleware whose dotted path contains a part (an experiment).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import cProfile
+import io
+import json
+import os
+import pstats
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlparse
+
+import psycopg
+
+ROOT = Path(__file__).resolve().parent.parent
+EVENT = {"merchant": "bench", "type": "order.created", "data": {"order": 42}}
+
+
+def recreate_database(url: str) -> None:
+    parsed = urlparse(url)
+    name = parsed.path.lstrip("/")
+    admin = parsed._replace(path="/postgres").geturl()
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def prepare_environment(url: str) -> str:
+    """Settings as a production web worker has them; returns an API key."""
+    os.environ.update(
+        DATABASE_URL=url,
+        DEBUG="false",
+        SECRET_KEY="bench-only-secret-key-not-for-production",
+        ALLOWED_HOSTS="127.0.0.1",
+        SECURE_SSL_REDIRECT="false",
+        RELAY_ALLOW_PRIVATE_DESTINATIONS="true",
+        RELAY_ENCRYPTION_KEYS=base64.urlsafe_b64encode(os.urandom(32)).decode(),
+        LOG_LEVEL="WARNING",
+        # The bucket statement runs on every publish but never refuses.
+        PUBLISH_RATE_PER_MERCHANT="1000000",
+        PUBLISH_BURST_PER_MERCHANT="1000000",
+        DJANGO_SETTINGS_MODULE="relayproject.settings",
+    )
+    os.environ.pop("TEST_DATABASE_URL", None)
+    manage = [sys.executable, "manage.py"]
+    subprocess.run(
+        [*manage, "migrate", "--noinput"], cwd=ROOT, check=True, capture_output=True
+    )
+    out = subprocess.run(
+        [*manage, "create_api_key", "--name", "bench"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return out.strip().splitlines()[-1]
+
+
+def environ(method: str, path: str, key: str, body: bytes = b"") -> dict:
+    return {
+        "REQUEST_METHOD": method,
+        "PATH_INFO": path,
+        "QUERY_STRING": "",
+        "SERVER_NAME": "127.0.0.1",
+        "SERVER_PORT": "8000",
+        "SERVER_PROTOCOL": "HTTP/1.1",
+        "HTTP_HOST": "127.0.0.1:8000",
+        "REMOTE_ADDR": "127.0.0.1",
+        "HTTP_AUTHORIZATION": f"Bearer {key}",
+        "CONTENT_TYPE": "application/json",
+        "CONTENT_LENGTH": str(len(body)),
+        "wsgi.input": io.BytesIO(body),
+        "wsgi.url_scheme": "http",
+        "wsgi.errors": sys.stderr,
+        "wsgi.multithread": False,
+        "wsgi.multiprocess": True,
+        "wsgi.run_once": False,
+        "wsgi.version": (1, 0),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--profile", choices=["healthz", "single", "batch"])
+    parser.add_argument("--top", type=int, default=40)
+    parser.add_argument(
+        "--only", help="comma-separated phases to run (say, under py-spy)"
+    )
+    args = parser.parse_args()
+
+    url = os.environ.get(
+        "BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/bench_publish_cpu"
+    )
+    recreate_database(url)
+    key = prepare_environment(url)
+    sys.path.insert(0, str(ROOT))
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.db import connection
+
+    # An experiment: middleware left out, by a part of its dotted path.
+    for part in filter(None, os.environ.get("BENCH_DROP_MIDDLEWARE", "").split(",")):
+        settings.MIDDLEWARE = [m for m in settings.MIDDLEWARE if part not in m]
+
+    from endpoints.models import Merchant
+    from endpoints.services import endpoint_create
+    from relayproject.lib.clock import utcnow
+    from relayproject.wsgi import application
+
+    merchant = Merchant.objects.create(slug="bench", name="Bench")
+    for _ in range(2):
+        endpoint_create(merchant=merchant, url="http://127.0.0.1:9/hook", now=utcnow())
+
+    batch = json.dumps({"events": [EVENT] * 100}).encode()
+    single = json.dumps(EVENT).encode()
+    phases = {
+        "healthz": ("GET", "/healthz", b"", 200, 1),
+        "single": ("POST", "/api/v1/events", single, 201, 1),
+        "batch": ("POST", "/api/v1/events/batch", batch, 201, 20),
+    }
+    statements = [0]
+
+    def count(execute, sql, params, many, context):
+        statements[0] += 1
+        return execute(sql, params, many, context)
+
+    def call(method: str, path: str, body: bytes, expect: int) -> None:
+        status = []
+        chunks = application(
+            environ(method, path, key, body), lambda s, h, e=None: status.append(s)
+        )
+        b"".join(chunks)
+        chunks.close()
+        if not status[0].startswith(str(expect)):
+            raise SystemExit(f"{method} {path}: {status[0]}")
+
+    def phase(name: str, n: int) -> dict:
+        method, path, body, expect, _ = phases[name]
+        for _ in range(min(50, n)):
+            call(method, path, body, expect)
+        statements[0] = 0
+        backend = backend_pid()
+        wall0, cpu0, pg0 = time.perf_counter(), time.process_time(), ticks(backend)
+        with connection.execute_wrapper(count):
+            for _ in range(n):
+                call(method, path, body, expect)
+        cpu = (time.process_time() - cpu0) / n * 1000
+        wall = (time.perf_counter() - wall0) / n * 1000
+        if backend_pid() != backend:
+            raise SystemExit("the session changed during the phase")
+        pg = (ticks(backend) - pg0) / os.sysconf("SC_CLK_TCK") / n * 1000
+        return {"cpu": cpu, "wall": wall, "sql": statements[0] / n, "pg": pg}
+
+    def backend_pid() -> int:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            return cursor.fetchone()[0]
+
+    def ticks(pid: int) -> int:
+        # utime + stime of the PostgreSQL backend serving this session.
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
+
+    print(subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    print(f"commit {commit}, {args.requests} requests a phase (batches: 1/20 of it)")
+    if args.profile:
+        method, path, body, expect, share = phases[args.profile]
+        n = max(args.requests // share, 50)
+        phase(args.profile, 50)
+        profiler = cProfile.Profile(time.process_time)
+        profiler.enable()
+        for _ in range(n):
+            call(method, path, body, expect)
+        profiler.disable()
+        for order in ("tottime", "cumulative"):
+            out = io.StringIO()
+            stats = pstats.Stats(profiler, stream=out).sort_stats(order)
+            stats.print_stats(args.top)
+            print(out.getvalue().replace(str(ROOT) + "/", ""))
+        print(f"(per request: divide by {n})")
+        return
+    if args.only:
+        phases = {name: phases[name] for name in args.only.split(",")}
+    results: dict[str, list[dict]] = {name: [] for name in phases}
+    for _ in range(args.rounds):
+        for name, (*_, share) in phases.items():
+            results[name].append(phase(name, max(args.requests // share, 50)))
+    print(
+        "| request | CPU ms/request (median of rounds, min-max) "
+        "| its PostgreSQL backend's CPU ms | wall ms | statements |"
+    )
+    print("|---|---:|---:|---:|---:|")
+    for name, runs in results.items():
+        cpu = [r["cpu"] for r in runs]
+        print(
+            f"| {name} | {statistics.median(cpu):.3f} ({min(cpu):.3f}-{max(cpu):.3f}) "
+            f"| {statistics.median(r['pg'] for r in runs):.2f} "
+            f"| {statistics.median(r['wall'] for r in runs):.3f} "
+            f"| {statistics.median(r['sql'] for r in runs):.2f} |"
+        )
+    print(subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+
+
+if __name__ == "__main__":
+    main()
