@@ -71,7 +71,8 @@ MIDDLEWARE = [
     # leaves a message for the sign-in page that follows.
     "relayproject.lib.sessions.IdleSessionMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "csp.middleware.CSPMiddleware",
+    # django-csp's, with the header built once per process.
+    "relayproject.lib.cspheader.CSPMiddleware",
     # Last, as django-axes asks: answers 429 once a sign-in is locked out.
     "axes.middleware.AxesMiddleware",
 ]

@@ -13,6 +13,7 @@ from http import HTTPStatus
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
+from django.http.request import HttpHeaders
 from ninja import Schema
 
 PROBLEM_CONTENT_TYPE = "application/problem+json"
@@ -112,8 +113,15 @@ class ApiProblemMiddleware:
                     "Query parameters may not contain U+0000.",
                     [{"loc": ["query", name], "msg": "Contains U+0000."}],
                 )
-        for name, value in request.headers.items():
-            if "\x00" in value:
+        # The headers as request.headers would name them, read from META
+        # without building that mapping for every request.
+        for key, value in request.META.items():
+            if (
+                isinstance(value, str)
+                and "\x00" in value
+                and (key.startswith("HTTP_") or key in HttpHeaders.UNPREFIXED_HEADERS)
+            ):
+                name = HttpHeaders.parse_header_name(key)
                 return problem_response(
                     422,
                     "Headers may not contain U+0000.",

@@ -8,7 +8,7 @@ import pytest
 
 from deliveries import selectors
 from deliveries.models import Attempt, Delivery
-from deliveries.schemas import EventBatchOut
+from deliveries.schemas import EventBatchOut, EventOut
 from deliveries.services import event_publish
 from endpoints.models import EndpointSecret, Merchant
 from relayproject.api import api
@@ -223,6 +223,33 @@ def test_a_batch_answers_the_bytes_its_schema_would_make(platform, merchant):
     expected = api.renderer.render(None, schema.model_dump(), response_status=201)
     assert response.content == expected.encode()
     assert response["Content-Type"] == api.get_content_type()
+
+
+@pytest.mark.parametrize("key", [None, "k-1"], ids=["plain", "idempotent"])
+def test_a_single_publish_answers_the_bytes_its_schema_would_make(
+    any_key, merchant, key
+):
+    # Built without the schema too (deliveries/api.py), first time and replay.
+    factories.endpoint(merchant, event_types=["order.*"])
+    factories.endpoint(merchant)
+    headers = {"Idempotency-Key": key} if key else {}
+    body = {"merchant": "acme", "type": "order.created", "data": {"n": 1}}
+    answers = [any_key.post("/events", body, headers=headers)]
+    if key:
+        answers.append(any_key.post("/events", body, headers=headers))
+
+    for status, response in zip((201, 200), answers, strict=False):
+        assert response.status_code == status, response.content
+        stored = selectors.events_with_deliveries().get(pk=response.json()["id"])
+        schema = EventOut.model_validate(stored)
+        expected = api.renderer.render(
+            None, schema.model_dump(), response_status=status
+        )
+        assert response.content == expected.encode()
+        assert response["Content-Type"] == api.get_content_type()
+        assert response.get("Idempotent-Replayed") == (
+            "true" if status == 200 else None
+        )
 
 
 def test_event_get_shows_data_and_deliveries(any_key, merchant):
