@@ -6,6 +6,8 @@ from datetime import datetime
 from typing import Any
 
 from ninja import Field, Schema
+from ninja.schema import DjangoGetter
+from pydantic import model_validator
 
 from deliveries.models import Delivery
 from deliveries.ops.held import delivery_held
@@ -29,6 +31,16 @@ class EventIn(Schema):
         description="Ordered endpoints get the events sharing it one at a time, "
         "in publish order; empty: unordered.",
     )
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _run_root_validator(cls, values: Any, handler, info):
+        """A body's event is a dict: validated as it is. ninja's own validator
+        of this name wraps every input in a getter made for model instances,
+        a field at a time in Python: 7 % of a batch of 100 (issue 21)."""
+        if isinstance(values, dict):
+            return handler(values)
+        return handler(DjangoGetter(values, cls, info.context))
 
 
 class EventBatchIn(Schema):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -22,7 +22,7 @@ from endpoints.audiences import Audience, AudienceChanged, audiences
 from endpoints.models import Endpoint, Merchant
 from relayproject.lib import rowsql
 from relayproject.lib.clock import utcnow
-from relayproject.lib.ids import new_delivery_id, new_event_id
+from relayproject.lib.ids import new_ids
 from relayproject.lib.limits import LimitExceeded
 from relayproject.lib.tracing import current_traceparent, tracer
 
@@ -200,26 +200,64 @@ def drafts_prepare(
         texts.append(data_json)
     if errors:
         raise validation.EventsRefused(errors)
-    _fan_out_bound(items, aimed_at)
+    subscribed = _subscriptions(items, aimed_at)
+    _fan_out_bound(items, subscribed)
+    targets = [
+        fanout.receivers(
+            type=item.type,
+            data=item.data,
+            endpoints=audience.endpoints,
+            aimed_at=aimed_at,
+            chosen=subscribed[id(audience), item.type],
+        )
+        for audience, item in items
+    ]
     traceparent = current_traceparent()
     drafts = []
-    for (audience, item), data_json in zip(items, texts, strict=True):
-        draft = _draft(audience, item, data_json, now=now, aimed_at=aimed_at)
+    event_ids = new_ids("evt", len(items))
+    # One draw of randomness for the batch's ids (a system call each).
+    delivery_ids = iter(new_ids("dlv", sum(map(len, targets))))
+    for (audience, item), data_json, event_id, receivers in zip(
+        items, texts, event_ids, targets, strict=True
+    ):
+        draft = _draft(
+            audience,
+            item,
+            data_json,
+            event_id=event_id,
+            receivers=receivers,
+            delivery_ids=delivery_ids,
+            now=now,
+        )
         draft.event.traceparent = traceparent
         drafts.append(draft)
     return drafts
 
 
-def _fan_out_bound(items: Items, aimed_at: Collection[str] | None) -> None:
+def _subscriptions(
+    items: Items, aimed_at: Collection[str] | None
+) -> dict[tuple[int, str], list[Endpoint]]:
+    """The endpoints subscribed to each (audience, type) of the request, each
+    asked once: a batch is mostly a few types of a few merchants."""
+    found: dict[tuple[int, str], list[Endpoint]] = {}
+    for audience, item in items:
+        key = (id(audience), item.type)
+        if key not in found:
+            found[key] = fanout.subscribed(
+                type=item.type, endpoints=audience.endpoints, aimed_at=aimed_at
+            )
+    return found
+
+
+def _fan_out_bound(
+    items: Items, subscribed: dict[tuple[int, str], list[Endpoint]]
+) -> None:
     """Raise LimitExceeded if the events x their subscribed endpoints pass
     MAX_DELIVERIES_PER_REQUEST. Counted before payload filters, so the limit
     bounds the filters' work as well as the rows written; and before any
     Delivery is built, so a refused request costs only this count."""
     limit = quotas.max_deliveries_per_request()
-    total = sum(
-        len(fanout.subscribed(type=item.type, endpoints=a.endpoints, aimed_at=aimed_at))
-        for a, item in items
-    )
+    total = sum(len(subscribed[id(a), item.type]) for a, item in items)
     if total <= limit:
         return
     raise LimitExceeded(
@@ -237,15 +275,17 @@ def _draft(
     item: EventInput,
     data_json: str,
     *,
+    event_id: str,
+    receivers: list[Endpoint],
+    delivery_ids: Iterator[str],
     now: datetime,
-    aimed_at: Collection[str] | None,
 ) -> Draft:
     merchant = audience.merchant
     keyed = item.idempotency_key is not None
     event = rowsql.built(
         Event,
         {
-            "id": new_event_id(),
+            "id": event_id,
             "merchant_id": merchant.pk,
             "type": item.type,
             "data": item.data,
@@ -261,15 +301,12 @@ def _draft(
         },
     )
     event.merchant = merchant
-    targets: list[Endpoint] = fanout.receivers(
-        type=item.type, data=item.data, endpoints=audience.endpoints, aimed_at=aimed_at
-    )
     deliveries = [
         rowsql.built(
             Delivery,
             {
-                "id": new_delivery_id(),
-                "event_id": event.pk,
+                "id": delivery_id,
+                "event_id": event_id,
                 "endpoint_id": endpoint.pk,
                 "merchant_id": merchant.pk,
                 "next_attempt_at": now,
@@ -279,7 +316,8 @@ def _draft(
                 "ordering_key": item.ordering_key if endpoint.ordered else "",
             },
         )
-        for endpoint in targets
+        # delivery_ids runs on over the batch: this event takes its share.
+        for endpoint, delivery_id in zip(receivers, delivery_ids, strict=False)
     ]
     return Draft(event, data_json, deliveries)
 

@@ -38,9 +38,14 @@ def receivers(
     data: object,
     endpoints: Sequence[Endpoint],
     aimed_at: Collection[str] | None = None,
+    chosen: list[Endpoint] | None = None,
 ) -> list[Endpoint]:
-    """The endpoints among `endpoints` (active ones) that get a delivery."""
-    chosen = subscribed(type=type, endpoints=endpoints, aimed_at=aimed_at)
+    """The endpoints among `endpoints` (active ones) that get a delivery.
+
+    chosen: what `subscribed` answered for this type and endpoints, if the
+    caller asked it already (a batch asks once per type)."""
+    if chosen is None:
+        chosen = subscribed(type=type, endpoints=endpoints, aimed_at=aimed_at)
     if aimed_at is not None:
         return chosen
     # Payload filters: a filtered-out endpoint gets no delivery row at all.

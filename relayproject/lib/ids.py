@@ -8,7 +8,7 @@ PostgreSQL the history tables are range-partitioned by day on them
 
 from __future__ import annotations
 
-import secrets
+import os
 import time
 from datetime import datetime
 
@@ -32,9 +32,25 @@ def _millis(at: datetime | None) -> int:
     return int(at.timestamp() * 1000)
 
 
+# A random byte's last five bits as a digit: 256 is a multiple of 32, so
+# every digit is as likely as the others. The random part's 80 bits are
+# exactly its 16 digits (5 bits each), so they can be drawn digit by digit,
+# by one translate of random bytes, instead of encoding an 80-bit number.
+_DIGIT_OF_BYTE = bytes(_ALPHABET[b & 31].encode()[0] for b in range(256))
+
+
 def new_id(prefix: str, *, at: datetime | None = None) -> str:
     """A new id made now (or, for rows with a past, at `at`)."""
-    return f"{prefix}_{_encode(_millis(at) << 80 | secrets.randbits(80), 26)}"
+    return new_ids(prefix, 1, at=at)[0]
+
+
+def new_ids(prefix: str, count: int, *, at: datetime | None = None) -> list[str]:
+    """`count` new ids made now (or at `at`): one clock reading and one read of
+    the system's randomness for all of them, as a batch of 500 events makes
+    1,500 ids. The same digits as `_encode(millis << 80 | random 80 bits, 26)`."""
+    head = f"{prefix}_{_encode(_millis(at), 10)}"
+    noise = os.urandom(16 * count).translate(_DIGIT_OF_BYTE).decode()
+    return [head + noise[i : i + 16] for i in range(0, 16 * count, 16)]
 
 
 def id_floor(prefix: str, at: datetime) -> str:

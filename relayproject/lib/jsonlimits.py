@@ -18,21 +18,27 @@ def json_depth(value: object, *, stop_above: int | None = None) -> int:
     With stop_above, the walk ends as soon as the depth passes it (the answer is
     then stop_above + 1), so a hostile value costs no more than needed.
     """
-    deepest = 0
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            children = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
-        deepest = max(deepest, depth)
-        if stop_above is not None and deepest > stop_above:
-            return deepest
-        stack.extend((child, depth + 1) for child in children)
-    return deepest
+    # Level by level: each pass takes the containers of one depth and lists
+    # their children (list.extend: no tuple per value, as a stack needs).
+    depth = 0
+    level = [value]
+    while level:
+        below: list = []
+        found = False
+        for item in level:
+            if isinstance(item, dict):
+                below.extend(item.values())
+                found = True
+            elif isinstance(item, list):
+                below.extend(item)
+                found = True
+        if not found:
+            break
+        depth += 1
+        if stop_above is not None and depth > stop_above:
+            break
+        level = below
+    return depth
 
 
 # NUL, and any UTF-16 surrogate: a str holds one only when it is unpaired (a

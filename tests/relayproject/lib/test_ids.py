@@ -36,3 +36,23 @@ def test_ids_sort_by_time():
     earlier = new_id("dlv", at=datetime(2026, 1, 1, tzinfo=UTC))
     later = new_id("dlv", at=datetime(2026, 1, 1, 0, 0, 0, 1000, tzinfo=UTC))
     assert earlier < later
+
+
+def test_the_random_digits_are_every_digit_alike():
+    # Drawn a byte at a time (relayproject/lib/ids.py): each of the 32 digits
+    # takes 8 of the 256 byte values.
+    from collections import Counter
+
+    from relayproject.lib.ids import _ALPHABET, _DIGIT_OF_BYTE
+
+    assert Counter(_DIGIT_OF_BYTE.decode()) == {d: 8 for d in _ALPHABET}
+
+
+def test_a_batch_of_ids_shares_the_time_and_differs_in_the_rest():
+    from relayproject.lib.ids import new_ids
+
+    at = datetime(2026, 12, 3, 6, 44, 0, 123000, tzinfo=UTC)
+    made = new_ids("dlv", 500, at=at)
+
+    assert len(set(made)) == 500
+    assert all(m.startswith(id_floor("dlv", at)) and len(m) == 30 for m in made)
