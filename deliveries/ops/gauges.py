@@ -25,7 +25,8 @@ REFRESH_EVERY = timedelta(seconds=5)
 class QueueGauges:
     """The row-counting gauges as of one moment (`computed_at` of their row)."""
 
-    queue_depth: dict[str, int]  # pending, held, awaiting_retry, delivering, dead
+    # pending, held, awaiting_retry, delivering, dead, waiting
+    queue_depth: dict[str, int]
     oldest_pending_seconds: float  # 0 when nothing is due
     breakers_open: int
     endpoints_disabled: int

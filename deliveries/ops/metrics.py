@@ -109,7 +109,7 @@ def snapshot_families(reads: Reads) -> Iterator[Metric]:
         "relay_queue_depth",
         "Deliveries by state: pending (due now, claimable), held (due, but the "
         "endpoint is disabled or its breaker not closed), awaiting_retry, "
-        "delivering, dead.",
+        "delivering, dead, waiting (behind an ordered lane's head).",
         labels=["status"],
     )
     if stored is not None:

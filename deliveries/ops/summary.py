@@ -96,8 +96,8 @@ _CLAIMABLE = Q(endpoint__is_active=True) & (
 
 def queue_depth(*, now: datetime) -> dict[str, int]:
     """pending (due now and claimable), held (due, but behind a disabled
-    endpoint or a breaker that is not closed), awaiting_retry, delivering and
-    dead row counts."""
+    endpoint or a breaker that is not closed), awaiting_retry, delivering,
+    dead and waiting (behind the head of an ordered lane) row counts."""
     # Totals per status come from (status, id) and the partial dead_at index
     # without reading a row; only "due now" reads rows, from the due index,
     # and due rows are few while dispatchers keep up (a backlog is the alert).
@@ -123,6 +123,9 @@ def queue_depth(*, now: datetime) -> dict[str, int]:
         "awaiting_retry": max(0, pending - due["all"]),  # two reads, not one snapshot
         "delivering": by_status.get(Delivery.Status.DELIVERING, 0),
         "dead": Delivery.objects.filter(status=Delivery.Status.DEAD).count(),
+        # From the lanes' partial index (deliveries/lanes.py): empty without
+        # ordered endpoints.
+        "waiting": Delivery.objects.filter(status=Delivery.Status.WAITING).count(),
     }
 
 

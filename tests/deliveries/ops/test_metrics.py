@@ -86,6 +86,7 @@ def seed_queue(now):
     seed.delivery(endpoint, status="delivering", created_at=now)
     seed.delivery(endpoint, status="dead", created_at=now, dead_at=now)
     seed.delivery(endpoint, status="succeeded", created_at=now, succeeded_at=now)
+    seed.delivery(endpoint, status="waiting", created_at=now)  # behind a lane's head
 
 
 def test_queue_gauges_are_the_dispatchers_last_count_with_its_age(client):
@@ -103,6 +104,7 @@ def test_queue_gauges_are_the_dispatchers_last_count_with_its_age(client):
         "awaiting_retry": 1,
         "delivering": 1,
         "dead": 1,
+        "waiting": 1,
     }
     # As of the count, 7 s ago: the oldest had waited 5 min less those 7 s.
     assert m[("relay_oldest_pending_seconds", ())] == pytest.approx(293, abs=1)
@@ -125,6 +127,7 @@ def test_the_figures_do_not_move_without_a_dispatcher_and_their_age_says_so(clie
         "awaiting_retry": 0,
         "delivering": 0,
         "dead": 0,
+        "waiting": 0,
     }
     assert m[("relay_gauges_age_seconds", ())] >= 600
 
