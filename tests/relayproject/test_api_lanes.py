@@ -96,3 +96,25 @@ def test_a_bad_ordering_key_is_refused_and_writes_nothing(platform, merchant, ke
     assert_problem(single, 422)
     assert_problem(batch, 422)
     assert row_counts() == before
+
+
+def test_any_text_is_a_key_and_is_stored_as_sent(platform, merchant):
+    platform.post(
+        "/merchants/acme/endpoints", {"url": "http://127.0.0.1:9/hook", "ordered": True}
+    )
+    keys = ["a,b", 'q"uote', "{ü,ñ}", "back\\slash", " spaced ", "NULL", ""]
+    response = platform.post(
+        "/events/batch",
+        {
+            "events": [
+                {"merchant": "acme", "type": "a.b", "data": {}, "ordering_key": k}
+                for k in keys
+            ]
+        },
+    )
+    assert response.status_code == 201, response.content
+    stored = sorted(
+        (d.event.ordering_key, d.ordering_key, d.status)
+        for d in Delivery.objects.select_related("event")
+    )
+    assert stored == sorted((k, k, "pending") for k in keys)
