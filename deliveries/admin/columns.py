@@ -140,12 +140,20 @@ class DeliveryColumns:
         url = row_url(
             f"admin:{self.opts.app_label}_{self.opts.model_name}_change", delivery.pk
         )
+        # Its ordered lane's word, short: a column of its own would widen
+        # the lists past 1280 px.
+        lane = ""
+        if delivery.out_of_order:
+            lane = "Replayed out of order"
+        elif delivery.ordering_key and delivery.status == Delivery.Status.DEAD:
+            lane = "Skipped in order"
         return format_html(
-            '<a href="{}">{}</a><span class="sub">{} {}</span>',
+            '<a href="{}">{}</a><span class="sub">{} {}</span>{}',
             url,
             delivery.pk,
             when_label,
             when.strftime("%Y-%m-%d %H:%M:%S UTC") if when else "-",
+            format_html('<span class="sub lane">{}</span>', lane) if lane else "",
         )
 
     @admin.display(description="state", ordering="status")

@@ -230,7 +230,6 @@ class DeadLetterAdmin(ReplayableAdmin):
         "endpoint_column",
         "event_type",
         "last_result",
-        "lane",
         "replay_button",
     )  # attempts per endpoint are in the analysis above, per row on its page
     list_display_links = None  # the delivery column links to the page
