@@ -16,6 +16,13 @@ tested); this module reads the row, asks it, and writes the answer. The
 bucket's arithmetic is `endpoints.ratelimit`'s, mirrored in one UPDATE here.
 A test (tests/endpoints/test_health.py) fails when another module
 writes the table.
+
+On Citus the table is distributed by merchant_id: the dispatcher's writes
+name the merchant they know (`merchant_id`), so each runs on that merchant's
+shard alone. A write that names only the endpoint runs on every shard, and
+Citus serialises such a write with every single-shard write of the table.
+Staff's writes find the merchant first (`pinned`). On one PostgreSQL the
+extra condition is on the primary key's second column, and costs nothing.
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ from django.db.models.functions import Greatest, Least, Now
 from django.db.models.lookups import GreaterThanOrEqual
 
 from endpoints import breaker, ratelimit
-from endpoints.merchant_keyed import endpoint_merchants
+from endpoints.merchant_keyed import endpoint_merchants, pinned
 from endpoints.models import Endpoint, EndpointHealth
 from relayproject.lib import citus, dbfeatures
 from relayproject.lib.clock import utcnow
@@ -61,10 +68,32 @@ class Outcome:
     succeeded: bool
     is_probe: bool
     error: str = ""  # the failure in a few words, for the breaker's reason
+    merchant_id: int | None = None  # the endpoint's: its shard on Citus
 
 
-def rows_to_lock(outcomes: Iterable[Outcome]) -> list[str]:
-    """Endpoints whose health row a flush must lock and rewrite, in key order.
+def _on_shard(rows, merchant_id: int | None):
+    """`rows` narrowed to one merchant's rows (its shard on Citus); as they are
+    for a caller that does not know the merchant (correct, every shard)."""
+    return rows if merchant_id is None else rows.filter(merchant_id=merchant_id)
+
+
+def _per_shard(rows, merchants: dict[str, int | None]) -> list:
+    """`rows` of these endpoints as one statement per merchant on Citus (a
+    statement naming one merchant runs on its shard alone), as one elsewhere.
+    Endpoints of an unknown merchant are looked up, on Citus only."""
+    if not citus.on():
+        return [rows]
+    unknown = [e for e, m in merchants.items() if m is None]
+    merchants = {**merchants, **endpoint_merchants(unknown)} if unknown else merchants
+    return [
+        rows.filter(merchant_id=m)
+        for m in sorted({m for m in merchants.values() if m is not None})
+    ]
+
+
+def rows_to_lock(outcomes: Iterable[Outcome]) -> dict[str, int | None]:
+    """Endpoints whose health row a flush must lock and rewrite, in key order,
+    with their merchant.
 
     A success on an endpoint whose breaker is closed with no failures counted
     changes nothing but last_success_at, so that row is read, not locked: hot
@@ -72,33 +101,37 @@ def rows_to_lock(outcomes: Iterable[Outcome]) -> list[str]:
     probes and any breaker not at rest take the lock (the counters stay exact).
     """
     outcomes = list(outcomes)
-    endpoint_ids = {o.endpoint_id for o in outcomes}
+    merchants = {o.endpoint_id: o.merchant_id for o in outcomes}
     eventful = {o.endpoint_id for o in outcomes if o.is_probe or not o.succeeded}
-    at_rest = set(
-        EndpointHealth.objects.filter(
-            pk__in=endpoint_ids - eventful,
-            breaker_state=State.CLOSED,
-            consecutive_failures=0,
+    quiet = {e: m for e, m in merchants.items() if e not in eventful}
+    at_rest = {
+        pk
+        for rows in _per_shard(EndpointHealth.objects.all(), quiet)
+        for pk in rows.filter(
+            pk__in=list(quiet), breaker_state=State.CLOSED, consecutive_failures=0
         ).values_list("pk", flat=True)
-    )
+    }
     # Primary-key order, so two dispatchers locking the same rows cannot deadlock.
-    return sorted(endpoint_ids - at_rest)
+    return {e: merchants[e] for e in sorted(set(merchants) - at_rest)}
 
 
-def health_rows_locked(endpoint_ids: list[str]) -> dict[str, EndpointHealth]:
-    """Lock the health rows, creating any that endpoints made outside the services lack."""
+def health_rows_locked(merchants: dict[str, int | None]) -> dict[str, EndpointHealth]:
+    """Lock the health rows of these endpoints (with their merchant), creating
+    any that endpoints made outside the services lack."""
 
     def lock(ids: list[str]) -> dict[str, EndpointHealth]:
         rows = EndpointHealth.objects.select_for_update().filter(pk__in=ids)
-        if citus.on():
-            # One statement per merchant's shard (Citus locks in no other).
-            return {
-                h.pk: h
-                for merchant_id in sorted(set(endpoint_merchants(ids).values()))
-                for h in rows.filter(merchant_id=merchant_id).order_by("pk")
-            }
-        return {h.pk: h for h in rows.order_by("pk")}
+        # One statement per merchant's shard on Citus (it locks in no other),
+        # merchants in order, then keys, as every dispatcher locks them.
+        return {
+            h.pk: h
+            for mine in _per_shard(rows, {e: merchants[e] for e in ids})
+            for h in mine.order_by("pk")
+        }
 
+    endpoint_ids = list(merchants)
+    if not endpoint_ids:
+        return {}
     healths = lock(endpoint_ids)
     missing = [e for e in endpoint_ids if e not in healths]
     if missing:
@@ -106,6 +139,7 @@ def health_rows_locked(endpoint_ids: list[str]) -> dict[str, EndpointHealth]:
             [
                 EndpointHealth(
                     endpoint_id=e,
+                    merchant_id=merchants[e],
                     failure_threshold=settings.BREAKER_FAILURE_THRESHOLD,
                     cooldown_seconds=settings.BREAKER_COOLDOWN_SECONDS,
                 )
@@ -199,14 +233,18 @@ def health_rows_save(
     return opened, closed
 
 
-def successes_mark(endpoint_ids: set[str], *, now: datetime) -> None:
-    """last_success_at of endpoints at rest, only where it is over a second old:
-    the condition keeps a hot endpoint's row from being rewritten per flush."""
-    if endpoint_ids:
-        EndpointHealth.objects.filter(pk__in=endpoint_ids).filter(
-            Q(last_success_at__isnull=True)
-            | Q(last_success_at__lt=now - timedelta(seconds=SUCCESS_MARK_SECONDS))
-        ).update(last_success_at=now)
+def successes_mark(merchants: dict[str, int | None], *, now: datetime) -> None:
+    """last_success_at of endpoints at rest (with their merchant), only where it
+    is over a second old: the condition keeps a hot endpoint's row from being
+    rewritten per flush."""
+    if not merchants:
+        return
+    stale = EndpointHealth.objects.filter(pk__in=list(merchants)).filter(
+        Q(last_success_at__isnull=True)
+        | Q(last_success_at__lt=now - timedelta(seconds=SUCCESS_MARK_SECONDS))
+    )
+    for rows in _per_shard(stale, merchants):
+        rows.update(last_success_at=now)
 
 
 def _trace_breaker(health: EndpointHealth, state: breaker.Breaker) -> None:
@@ -240,7 +278,9 @@ def probes_due(*, now: datetime) -> list[tuple[str, int, int | None]]:
     )
 
 
-def probe_win(*, endpoint_id: str, now: datetime, lease_until: datetime) -> bool:
+def probe_win(
+    *, endpoint_id: str, merchant_id: int, now: datetime, lease_until: datetime
+) -> bool:
     """Half-open the breaker if it is still due a probe; True for the one winner.
 
     The conditional UPDATE decides: under concurrent dispatchers only one sees
@@ -250,45 +290,58 @@ def probe_win(*, endpoint_id: str, now: datetime, lease_until: datetime) -> bool
     return bool(
         EndpointHealth.objects.filter(
             endpoint_id=endpoint_id,
+            merchant_id=merchant_id,
             breaker_state__in=[State.OPEN, State.HALF_OPEN],
             next_probe_at__lte=now,
         ).update(breaker_state=State.HALF_OPEN, next_probe_at=lease_until)
     )
 
 
-def probe_taken(*, endpoint_id: str, delivery_id: str) -> None:
-    EndpointHealth.objects.filter(endpoint_id=endpoint_id).update(
-        probe_delivery_id=delivery_id
-    )
+def probe_taken(*, endpoint_id: str, merchant_id: int, delivery_id: str) -> None:
+    mine = {"endpoint_id": endpoint_id, "merchant_id": merchant_id}
+    EndpointHealth.objects.filter(**mine).update(probe_delivery_id=delivery_id)
 
 
-def probe_none_due(*, endpoint_id: str, now: datetime) -> None:
+def probe_none_due(*, endpoint_id: str, merchant_id: int, now: datetime) -> None:
     """Nothing due to probe with: stay open and look again next time."""
-    EndpointHealth.objects.filter(endpoint_id=endpoint_id).update(
-        breaker_state=State.OPEN, next_probe_at=now, probe_delivery_id=""
-    )
-
-
-def probe_abandon(*, endpoint_id: str, now: datetime) -> None:
-    """A probe that was never sent: the breaker goes back to open, due at once."""
     EndpointHealth.objects.filter(
-        endpoint_id=endpoint_id, breaker_state=State.HALF_OPEN
+        endpoint_id=endpoint_id, merchant_id=merchant_id
     ).update(breaker_state=State.OPEN, next_probe_at=now, probe_delivery_id="")
 
 
-def probes_of_released(delivery_ids: list[str]) -> None:
+def probe_abandon(*, endpoint_id: str, merchant_id: int | None, now: datetime) -> None:
+    """A probe that was never sent: the breaker goes back to open, due at once."""
+    _on_shard(
+        EndpointHealth.objects.filter(
+            endpoint_id=endpoint_id, breaker_state=State.HALF_OPEN
+        ),
+        merchant_id,
+    ).update(breaker_state=State.OPEN, next_probe_at=now, probe_delivery_id="")
+
+
+def probes_of_released(delivery_ids: list[str], *, merchant_id: int | None) -> None:
     """A half-open breaker waiting for a probe a dead dispatcher held is due a
-    new probe now, not when that lease would have ended."""
-    EndpointHealth.objects.filter(
-        probe_delivery_id__in=delivery_ids, breaker_state=State.HALF_OPEN
+    new probe now, not when that lease would have ended. The deliveries are
+    `merchant_id`'s, or of any merchant when it is None."""
+    _on_shard(
+        EndpointHealth.objects.filter(
+            probe_delivery_id__in=delivery_ids, breaker_state=State.HALF_OPEN
+        ),
+        merchant_id,
     ).update(next_probe_at=Now())
 
 
 # --- Staff's hand on the breaker --------------------------------------------
 
 
+def _staff_row(endpoint_id: str):
+    """The endpoint's health row, on its merchant's shard on Citus (read first:
+    staff's hand knows the endpoint only)."""
+    return pinned(EndpointHealth.objects.filter(endpoint_id=endpoint_id), endpoint_id)
+
+
 def endpoint_breaker_reset(*, endpoint_id: str) -> None:
-    EndpointHealth.objects.filter(endpoint_id=endpoint_id).update(
+    _staff_row(endpoint_id).update(
         breaker_state=State.CLOSED,
         consecutive_failures=0,
         cooldown_seconds=settings.BREAKER_COOLDOWN_SECONDS,
@@ -305,7 +358,7 @@ def endpoint_breaker_open(
     """Open the breaker by hand (staff), for one base cooldown."""
     now = now or utcnow()
     cooldown = settings.BREAKER_COOLDOWN_SECONDS
-    EndpointHealth.objects.filter(endpoint_id=endpoint_id).update(
+    _staff_row(endpoint_id).update(
         breaker_state=State.OPEN,
         cooldown_seconds=cooldown,
         opened_at=now,
@@ -318,7 +371,9 @@ def endpoint_breaker_open(
 # --- The rate bucket --------------------------------------------------------
 
 
-def endpoint_rate_take(*, endpoint_id: str, rate: float, now: float) -> float:
+def endpoint_rate_take(
+    *, endpoint_id: str, merchant_id: int | None, rate: float, now: float
+) -> float:
     """Take one token from the endpoint's shared bucket; 0 when granted, else seconds to wait.
 
     One conditional UPDATE does refill and take together, so dispatchers on
@@ -328,23 +383,20 @@ def endpoint_rate_take(*, endpoint_id: str, rate: float, now: float) -> float:
     cap = ratelimit.capacity(rate)
     elapsed = Greatest(Value(now) - F("rate_updated_at"), Value(0.0))
     refilled = Least(Value(cap), F("rate_tokens") + elapsed * Value(rate))
+    bucket = _on_shard(
+        EndpointHealth.objects.filter(endpoint_id=endpoint_id), merchant_id
+    )
     granted = (
         # The condition is in the UPDATE itself (no subquery), so PostgreSQL
         # re-checks it on the latest row version when two takers collide.
-        EndpointHealth.objects.filter(
-            GreaterThanOrEqual(refilled, Value(1.0)), endpoint_id=endpoint_id
-        ).update(
+        bucket.filter(GreaterThanOrEqual(refilled, Value(1.0))).update(
             rate_tokens=refilled - Value(1.0),
             rate_updated_at=Greatest(F("rate_updated_at"), Value(now)),
         )
     )
     if granted:
         return 0.0
-    row = (
-        EndpointHealth.objects.filter(endpoint_id=endpoint_id)
-        .values("rate_tokens", "rate_updated_at")
-        .first()
-    )
+    row = bucket.values("rate_tokens", "rate_updated_at").first()
     if row is None:
         return 0.0
     tokens = ratelimit.refill(

@@ -197,7 +197,10 @@ def claim_probes(*, worker_id: str, now: datetime, lease_seconds: float) -> Clai
     for endpoint_id, merchant_id, merchant_cap in health.probes_due(now=now):
         with transaction.atomic():
             won = health.probe_win(
-                endpoint_id=endpoint_id, now=now, lease_until=claim.lease_until
+                endpoint_id=endpoint_id,
+                merchant_id=merchant_id,
+                now=now,
+                lease_until=claim.lease_until,
             )
             if not won:
                 continue
@@ -223,9 +226,15 @@ def claim_probes(*, worker_id: str, now: datetime, lease_seconds: float) -> Clai
             taken = _take(rows, claim=claim, worker_id=worker_id, now=now)
             if taken:
                 claim.probe_ids.add(taken[0])
-                health.probe_taken(endpoint_id=endpoint_id, delivery_id=taken[0])
+                health.probe_taken(
+                    endpoint_id=endpoint_id,
+                    merchant_id=merchant_id,
+                    delivery_id=taken[0],
+                )
             else:
-                health.probe_none_due(endpoint_id=endpoint_id, now=now)
+                health.probe_none_due(
+                    endpoint_id=endpoint_id, merchant_id=merchant_id, now=now
+                )
     log_claim(claim)
     return claim
 

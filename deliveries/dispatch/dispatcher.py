@@ -380,6 +380,7 @@ class Dispatcher:
         wait_seconds = self._recorder.retry(
             lambda: endpoint_rate_take(
                 endpoint_id=job.endpoint_id,
+                merchant_id=job.merchant_id,
                 rate=job.rate_limit_per_second,
                 now=now.timestamp(),
             )

@@ -89,7 +89,7 @@ def outcomes_record(
         # In this transaction, after the fenced UPDATE: a lane goes on exactly
         # when its head's last outcome commits, and only the lease holder's.
         lanes_advance(lanes=_lanes_done(sent, verdicts, updated), now=now)
-        healthy_successes: set[str] = set()
+        healthy_successes: dict[str, int | None] = {}  # endpoint -> merchant
         verified: list[tuple[str, int | None, str]] = []
         for item in sent:
             verdict = verdicts[item.delivery_id]
@@ -101,7 +101,7 @@ def outcomes_record(
             if row is not None:
                 health.outcome_apply(row, _health_outcome(item), now=now)
             else:
-                healthy_successes.add(item.endpoint_id)
+                healthy_successes[item.endpoint_id] = item.merchant_id
             if verdict == retry.Verdict.GONE:
                 gone.add(item.endpoint_id)
             if item.challenge and verdict == retry.Verdict.SUCCEEDED:
@@ -215,6 +215,7 @@ def _health_outcome(item: Sent) -> health.Outcome:
         succeeded=is_success(item.result.status_code),
         is_probe=item.is_probe,
         error=error_text(item.result),
+        merchant_id=item.merchant_id,
     )
 
 

@@ -158,7 +158,9 @@ class Recorder:
             if self._release_rows([job], lease_until=job.lease_until, due_at=due_at):
                 self.retry(
                     lambda job=job: health.probe_abandon(
-                        endpoint_id=job.endpoint_id, now=self.clock.now()
+                        endpoint_id=job.endpoint_id,
+                        merchant_id=job.merchant_id,
+                        now=self.clock.now(),
                     )
                 )
 
@@ -338,7 +340,9 @@ def _record_anyhow(
         due_at=due_at,
     )
     if item.is_probe:
-        health.probe_abandon(endpoint_id=item.endpoint_id, now=now)
+        health.probe_abandon(
+            endpoint_id=item.endpoint_id, merchant_id=item.merchant_id, now=now
+        )
     logger.error(
         "delivery=%s: no outcome could be stored (%s); released until %s "
         "without spending an attempt",

@@ -111,19 +111,24 @@ def _release(rows, *, lease_end) -> int:
         if citus.on()
         else [None]
     )
-    ids = []
+    taken: dict[int | None, list[str]] = {}
     for merchant_id in merchants:
         mine = live if merchant_id is None else live.filter(merchant_id=merchant_id)
-        ids += mine.select_for_update(skip_locked=True).values_list("pk", flat=True)
-    if not ids:
-        return 0
-    # Due at once, first in line: next_attempt_at is the lease end while
-    # delivering (see Delivery.next_attempt_at).
-    Delivery.objects.filter(pk__in=ids).update(
-        claimed_until=lease_end, next_attempt_at=lease_end
-    )
-    health.probes_of_released(ids)
-    return len(ids)
+        taken[merchant_id] = list(
+            mine.select_for_update(skip_locked=True).values_list("pk", flat=True)
+        )
+    for merchant_id, mine in taken.items():
+        if not mine:
+            continue
+        rows = Delivery.objects.filter(pk__in=mine)
+        # Due at once, first in line: next_attempt_at is the lease end while
+        # delivering (see Delivery.next_attempt_at). Each merchant's rows in
+        # a statement on its shard on Citus.
+        if merchant_id is not None:
+            rows = rows.filter(merchant_id=merchant_id)
+        rows.update(claimed_until=lease_end, next_attempt_at=lease_end)
+        health.probes_of_released(mine, merchant_id=merchant_id)
+    return sum(len(mine) for mine in taken.values())
 
 
 def _count(rescued: list[Rescued], *, shard: str) -> None:
