@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from django.db import models
 
+from relayproject.lib import citus
+
 
 def endpoint_merchants(endpoint_ids) -> dict[str, int]:
     from endpoints.models import Endpoint
@@ -116,8 +118,6 @@ def pinned(queryset, pk):
     """`queryset` narrowed, on Citus, to the merchant of the row whose pk is
     `pk` (read first, without a lock): a locking read there must name its
     shard. Unchanged on one PostgreSQL or SQLite, at no cost."""
-    from relayproject.lib import citus
-
     if not citus.on():
         return queryset
     merchant_id = (
@@ -126,3 +126,13 @@ def pinned(queryset, pk):
         .first()
     )
     return queryset.filter(merchant_id=merchant_id)
+
+
+def per_merchant(queryset) -> list:
+    """[queryset], or on Citus one queryset per merchant that has such rows
+    (read without a lock): a batch that locks its rows must name one shard
+    there. Unchanged on one PostgreSQL or SQLite, at no cost."""
+    if not citus.on():
+        return [queryset]
+    merchants = queryset.order_by().values_list("merchant_id", flat=True).distinct()
+    return [queryset.filter(merchant_id=m) for m in list(merchants)]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from django.db import transaction
 
+from endpoints.merchant_keyed import per_merchant
 from endpoints.models import Endpoint, EndpointSecret
 
 REENCRYPT_BATCH = 500
@@ -18,41 +19,36 @@ REENCRYPT_BATCH = 500
 def headers_reencrypt() -> int:
     """Re-encrypt every endpoint's header values with the first key; the number
     of endpoints that have any."""
-    done = 0
-    last_pk = ""
-    while True:
-        with transaction.atomic():
-            rows = list(
-                Endpoint.objects.select_for_update()
-                .filter(pk__gt=last_pk)
-                .order_by("pk")
-                .values_list("pk", "headers")[:REENCRYPT_BATCH]
-            )
-            for pk, plain in rows:
-                if plain:
-                    Endpoint.objects.filter(pk=pk).update(headers=plain)
-                    done += 1
-        if not rows:
-            return done
-        last_pk = rows[-1][0]
+    return _reencrypt(Endpoint.objects.all(), "headers", after="")
 
 
 def secrets_reencrypt() -> int:
     """Re-encrypt every stored secret with the first key; the number of rows."""
+    return _reencrypt(EndpointSecret.objects.all(), "secret", after=0)
+
+
+def _reencrypt(queryset, column: str, *, after) -> int:
+    """Rewrite `column` of each row that has a value, in locked batches in key
+    order (on Citus, one merchant's rows at a time: it locks rows only in a
+    statement that names one shard); the number of rows rewritten."""
     done = 0
-    last_pk = 0
-    while True:
-        with transaction.atomic():
-            rows = list(
-                EndpointSecret.objects.select_for_update()
-                .filter(pk__gt=last_pk)
-                .order_by("pk")
-                .values_list("pk", "secret")[:REENCRYPT_BATCH]
-            )
-            for pk, plain in rows:
-                # Saving the decrypted value encrypts it with the first key.
-                EndpointSecret.objects.filter(pk=pk).update(secret=plain)
-        if not rows:
-            return done
-        done += len(rows)
-        last_pk = rows[-1][0]
+    for rows in per_merchant(queryset):
+        last_pk = after
+        while True:
+            with transaction.atomic():
+                batch = list(
+                    rows.select_for_update()
+                    .filter(pk__gt=last_pk)
+                    .order_by("pk")
+                    .values_list("pk", column)[:REENCRYPT_BATCH]
+                )
+                for pk, plain in batch:
+                    if plain:
+                        # Saving the decrypted value through the model's field
+                        # encrypts it with the first key.
+                        rows.filter(pk=pk).update(**{column: plain})
+                        done += 1
+            if not batch:
+                break
+            last_pk = batch[-1][0]
+    return done

@@ -24,7 +24,7 @@ from django.db.models import Exists, OuterRef
 
 from deliveries.history import partitions
 from deliveries.models import Attempt, Delivery, Event
-from relayproject.lib import citus
+from endpoints.merchant_keyed import per_merchant
 from relayproject.lib.ids import id_floor
 
 BATCH_SIZE = 500
@@ -165,7 +165,8 @@ def _prune_batches(
         if dry_run:
             _count(queryset, result)
             continue
-        for rows in _by_shard(queryset):
+        # _prune_batch locks its batch: one merchant's rows at a time on Citus.
+        for rows in per_merchant(queryset):
             while True:
                 batch = _prune_batch(rows, batch_size)
                 result.deliveries += batch.deliveries
@@ -173,16 +174,6 @@ def _prune_batches(
                 result.events += batch.events
                 if batch.deliveries < batch_size:
                     break
-
-
-def _by_shard(queryset) -> list:
-    """[queryset], or on Citus one queryset per merchant that has such rows
-    (read without a lock): Citus locks rows only in a statement that names
-    one shard, and _prune_batch locks its batch."""
-    if not citus.on():
-        return [queryset]
-    merchants = queryset.order_by().values_list("merchant_id", flat=True).distinct()
-    return [queryset.filter(merchant_id=m) for m in list(merchants)]
 
 
 def _count(queryset, result: PruneResult) -> None:
