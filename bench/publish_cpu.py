@@ -30,6 +30,7 @@ import io
 import json
 import os
 import pstats
+import re
 import statistics
 import subprocess
 import sys
@@ -115,6 +116,12 @@ def main() -> None:
     parser.add_argument(
         "--only", help="comma-separated phases to run (say, under py-spy)"
     )
+    parser.add_argument(
+        "--gunicorn",
+        type=float,
+        metavar="SECONDS",
+        help="instead: one gunicorn sync worker under wrk -t1 -c4, SECONDS a phase",
+    )
     args = parser.parse_args()
 
     url = os.environ.get(
@@ -192,6 +199,10 @@ def main() -> None:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         return int(fields[11]) + int(fields[12])
 
+    if args.gunicorn:
+        connection.close()
+        under_gunicorn(key, phases, seconds=args.gunicorn, rounds=args.rounds)
+        return
     print(subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"],
@@ -236,6 +247,104 @@ def main() -> None:
             f"| {statistics.median(r['sql'] for r in runs):.2f} |"
         )
     print(subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+
+
+def _ticks(pid: int) -> int:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def under_gunicorn(key: str, phases: dict, *, seconds: float, rounds: int) -> None:
+    """Each phase through a real socket: one sync worker, wrk -t1 -c4; CPU
+    per request of the worker and of its PostgreSQL backend, from /proc."""
+    import requests
+
+    port = 8766
+    server = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "relayproject.wsgi", "--workers", "1"]
+        + ["--bind", f"127.0.0.1:{port}", "--log-level", "warning"]
+        + ["--no-control-socket"],
+        cwd=ROOT,
+    )
+    url = os.environ["DATABASE_URL"]
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if requests.get(f"http://127.0.0.1:{port}/healthz", timeout=5).ok:
+                    break
+            except requests.ConnectionError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)  # a starting server
+        children = Path(f"/proc/{server.pid}/task/{server.pid}/children")
+        (worker,) = map(int, children.read_text().split())
+        name = urlparse(url).path.lstrip("/")
+
+        def backends() -> list[int]:
+            with psycopg.connect(url, autocommit=True) as conn:
+                rows = conn.execute(
+                    "SELECT pid FROM pg_stat_activity WHERE datname = %s"
+                    " AND pid <> pg_backend_pid()",
+                    [name],
+                ).fetchall()
+            return [pid for (pid,) in rows]
+
+        def run(phase: str) -> dict:
+            method, path, body, _, _ = phases[phase]
+            lua = None
+            if method == "POST":
+                lua = (
+                    'wrk.method = "POST"\n'
+                    f"wrk.body = {json.dumps(body.decode())}\n"
+                    'wrk.headers["Content-Type"] = "application/json"\n'
+                    f'wrk.headers["Authorization"] = "Bearer {key}"\n'
+                )
+            script = Path(f"/tmp/publish_cpu_{os.getpid()}.lua")
+            script.write_text(lua or "")
+            pids = backends()
+            before = [_ticks(worker)] + [_ticks(p) for p in pids]
+            out = subprocess.run(
+                ["wrk", "-t1", "-c4", f"-d{seconds:.0f}s", "-s", str(script)]
+                + [f"http://127.0.0.1:{port}{path}"],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+            after = [_ticks(worker)] + [_ticks(p) for p in pids]
+            script.unlink()
+            done = int(re.search(r"(\d+) requests in", out).group(1))
+            if re.search(r"Non-2xx", out):
+                raise SystemExit(f"{phase}: refused requests\n{out}")
+            tick = 1000 / os.sysconf("SC_CLK_TCK")
+            return {
+                "rate": done / seconds,
+                "worker": (after[0] - before[0]) * tick / done,
+                "pg": sum(a - b for a, b in zip(after[1:], before[1:], strict=True))
+                * tick
+                / done,
+            }
+
+        print(subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+        results: dict[str, list[dict]] = {phase: [] for phase in phases}
+        for _ in range(rounds):
+            for phase in phases:
+                results[phase].append(run(phase))
+        print(
+            "| request | req/s (median) | worker CPU ms/request | "
+            "PostgreSQL CPU ms/request |"
+        )
+        print("|---|---:|---:|---:|")
+        for phase, runs in results.items():
+            print(
+                f"| {phase} | {statistics.median(r['rate'] for r in runs):,.0f} "
+                f"| {statistics.median(r['worker'] for r in runs):.2f} "
+                f"| {statistics.median(r['pg'] for r in runs):.2f} |"
+            )
+        print(subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+    finally:
+        server.terminate()
+        server.wait(30)
 
 
 if __name__ == "__main__":
