@@ -49,3 +49,9 @@ def commits_lazily(conn: BaseDatabaseWrapper | None = None) -> bool:
     (SET LOCAL synchronous_commit = off): a server crash may then lose it,
     whole, and nothing committed after it. SQLite has no such switch."""
     return _postgresql(conn)
+
+
+def records_apart(conn: BaseDatabaseWrapper | None = None) -> bool:
+    """A dispatcher records on a second connection while it claims on its
+    first (writer.py). SQLite has one writer at a time: it records inline."""
+    return _postgresql(conn)

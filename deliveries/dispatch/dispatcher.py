@@ -1,9 +1,11 @@
 """The dispatcher: claim -> send -> record, until stopped.
 
-Two threads, sharing nothing but queues of plain data. This one (the caller's)
-does every database step, synchronously and in batches: it claims, hands the
-jobs to the send loop, records the outcomes that come back together in one
-short transaction, gives unsent rows back and re-reads breakers. The send
+Three threads, sharing nothing but queues of plain data. This one (the
+caller's) does the database steps but the record, synchronously and in
+batches: it claims, hands the jobs to the send loop, hands the outcomes that
+come back to the writer (writer.py: one short transaction per flush, on a
+connection of its own, so a slow flush never delays a claim), gives unsent
+rows back and re-reads breakers. The send
 loop (sendloop.py) is an asyncio event loop on its own thread with up to
 `concurrency` sends in flight, one lane per endpoint (lanes.py). The next
 batch is claimed while the loop still has work, as soon as fewer than about
@@ -33,6 +35,7 @@ from deliveries.dispatch.recorder import Flushed, Recorder, Stats
 from deliveries.dispatch.sendloop import Capacity, Finished, SendLoop, Stopped
 from deliveries.dispatch.transport import Sender
 from deliveries.dispatch.wakeup import Waker
+from deliveries.dispatch.writer import Writer, Written, writes_apart
 from deliveries.ops import counters
 from endpoints.health import endpoint_rate_take
 from relayproject.lib.clock import Clock, SystemClock
@@ -157,7 +160,14 @@ class Dispatcher:
         self._loop_told_to_stop = self._loop_stopped = False
         self._handed = 0
         self._capacity = Capacity(ready=0, in_flight=0, received=0)
+        self._recorder.writer = self._writer_start()
         self._loop.start()
+
+    def _writer_start(self) -> Writer | None:
+        """The recorder's own thread and connection, where it may have them."""
+        if not writes_apart():
+            return None
+        return Writer(outbox=self._outbox, name=f"record-{self.worker_id}")
 
     def _serve(self, *, claims: bool, drain: bool) -> None:
         failures = 0
@@ -193,8 +203,21 @@ class Dispatcher:
         while not self._loop_stopped and self._loop.alive:
             self._receive(timeout=0.1)
         self._flush(force=True)
+        self._writes_finish()
         self._loop.join()
         self._loop = None
+
+    def _writes_finish(self) -> None:
+        """Every outcome recorded (the writer rides out an outage for a lease
+        at most), then the writer's thread and connection ended."""
+        writer = self._recorder.writer
+        if writer is None:
+            return
+        while self._recorder.writing or self._recorder.record_in() is not None:
+            self._receive(timeout=0.1)
+            self._flush(force=True)
+        self._recorder.writer = None
+        writer.close()
 
     def _wants_claim(self) -> bool:
         if self.clock.monotonic() < self._claim_after:
@@ -241,6 +264,8 @@ class Dispatcher:
         for message in messages:
             if isinstance(message, Finished):
                 self._recorder.take(message)
+            elif isinstance(message, Written):
+                self._apply(self._recorder.settle(message))
             elif isinstance(message, Capacity):
                 self._capacity = message
             elif isinstance(message, Stopped):

@@ -13,6 +13,9 @@ delivering to poison the next dispatcher.
 
 The Recorder owns this state; the dispatcher hands it what the loop returns
 and acts on what a flush says (Flushed): breakers to hold, lanes that failed.
+Given a Writer (writer.py), a flush's write runs on the writer's thread and
+connection, one at a time, and its Flushed comes when the dispatcher hands
+back the Written message (settle); without one it is written inline.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from deliveries.dispatch.jobs import Job
 from deliveries.dispatch.outage import DB_ERRORS, with_db_retry
 from deliveries.dispatch.sendloop import Finished
 from deliveries.dispatch.transport import SendResult
+from deliveries.dispatch.writer import Writer, Written
 from deliveries.models import ErrorKind
 from deliveries.ops import counters
 from deliveries.retry import is_success
@@ -87,6 +91,7 @@ class Recorder:
         lease_seconds: float,
         watch: gate.BreakerWatch,
         stats: Stats,
+        writer: Writer | None = None,
     ) -> None:
         self.worker_id = worker_id
         self.clock = clock
@@ -98,6 +103,8 @@ class Recorder:
         self._to_record: list[Finished] = []
         self._record_by = 0.0  # on clock.monotonic()
         self._unsent: list[Finished] = []
+        self.writer = writer
+        self._writing: list[Finished] | None = None  # the batch the writer has
 
     # -- what the dispatcher asks ------------------------------------------
 
@@ -115,11 +122,21 @@ class Recorder:
 
     @property
     def idle(self) -> bool:
-        return not sum(self.outstanding.values()) and not self._to_record
+        return (
+            not sum(self.outstanding.values())
+            and not self._to_record
+            and not self.writing
+        )
+
+    @property
+    def writing(self) -> bool:
+        """A batch is with the writer and not yet settled."""
+        return self._writing is not None
 
     def record_in(self) -> float | None:
-        """Seconds until the waiting outcomes are due a flush; None: none wait."""
-        if not self._to_record:
+        """Seconds until the waiting outcomes are due a flush; None: none wait
+        (or the writer has a batch: its Written message is what to wait for)."""
+        if not self._to_record or self.writing:
             return None
         return max(0.0, self._record_by - self.clock.monotonic())
 
@@ -132,7 +149,7 @@ class Recorder:
             self.clock.monotonic() >= self._record_by
             or len(self._to_record) >= RECORD_MOST
         )
-        if self._to_record and (force or due):
+        if self._to_record and (force or due) and not self.writing:
             flushed = self._record()
         return flushed
 
@@ -168,16 +185,41 @@ class Recorder:
 
     def _record(self) -> Flushed:
         finished, self._to_record = self._to_record, []
+        write = self._write(finished)
+        if self.writer is None:
+            return self._settled(finished, write())
+        self._writing = finished
+        self.writer.submit(finished, write)
+        return Flushed()
+
+    def _write(
+        self, finished: list[Finished]
+    ) -> Callable[[], outcomes.Recorded | None]:
+        """The flush's database work, touching nothing of this object's
+        state: it may run on the writer's thread."""
         sent = [_sent(f) for f in finished]
-        with spans.record_span(worker_id=self.worker_id, outcomes=len(sent)):
-            recorded = self.retry(
-                lambda: flush_record(
-                    sent=sent,
-                    worker_id=self.worker_id,
-                    now=self.clock.now(),
-                    rand=self.rand,
+
+        def write() -> outcomes.Recorded | None:
+            with spans.record_span(worker_id=self.worker_id, outcomes=len(sent)):
+                return self.retry(
+                    lambda: flush_record(
+                        sent=sent,
+                        worker_id=self.worker_id,
+                        now=self.clock.now(),
+                        rand=self.rand,
+                    )
                 )
-            )
+
+        return write
+
+    def settle(self, written: Written) -> Flushed:
+        """The writer's batch is written: what it means, on this thread."""
+        self._writing = None
+        return self._settled(written.batch, written.recorded)
+
+    def _settled(
+        self, finished: list[Finished], recorded: outcomes.Recorded | None
+    ) -> Flushed:
         self._back(finished)
         flushed = Flushed(
             failures=dict(
