@@ -13,6 +13,9 @@ Read in this order:
 - ``recorder.py``    its other half, one object: outcomes recorded in batches
                      (in one statement, else one by one so one bad outcome
                      cannot sink the flush), unsent rows given back.
+- ``writer.py``      where the recorder's flushes run: a thread and database
+                     connection of their own, one flush at a time, so a
+                     slow flush never delays a claim.
 - ``outage.py``      the database errors ridden out, and the one retry.
 - ``sendloop.py``    the asyncio send loop on its own thread, up to
                      ``concurrency`` sends in flight; no database.
