@@ -289,6 +289,8 @@ def page_fields(delivery: Delivery | None) -> tuple[str, ...]:
     finished = delivery is not None and delivery.status in REPLAYABLE
     if not finished:
         fields += ["held", "next_attempt_at"]
+    if delivery is not None and delivery.status == Delivery.Status.WAITING:
+        fields.remove("next_attempt_at")  # set when its lane's turn comes
     if delivery is not None and delivery.status == Delivery.Status.DELIVERING:
         fields += ["claimed_by", "claimed_until"]
     fields += ["attempt_budget", "last_attempt_at", "last_result_full", "created_at"]
