@@ -98,35 +98,48 @@ def test_a_timing_out_endpoint_published_first_does_not_delay_a_healthy_one(
 
 
 def test_max_in_flight_holds_across_two_dispatchers(receiver, dispatchers):
+    released = threading.Event()
     lock = threading.Lock()
     now_in_flight: Counter = Counter()
     most: Counter = Counter()
+    witness_at: list[float] = []
 
     def respond(request: Received) -> Reply:
+        if "witness" in request.path:
+            witness_at.append(time.monotonic())
+            return Reply()
         with lock:
             now_in_flight[request.path] += 1
             most[request.path] = max(most[request.path], now_in_flight[request.path])
-        time.sleep(0.3)  # a slow receiver, so the sends overlap
+        released.wait(60)  # held until the test has looked: the sends overlap
         with lock:
             now_in_flight[request.path] -= 1
         return Reply()
 
+    def in_flight() -> int:
+        with lock:
+            return now_in_flight["/hook?capped"]
+
     receiver.respond = respond
     merchant = factories.merchant()
     capped = factories.endpoint(merchant, url=receiver.url + "?capped", max_in_flight=5)
+    witness = factories.endpoint(factories.merchant(), url=receiver.url + "?witness")
     children = [
         # Each dispatcher has fewer send slots (3) than the cap (5), so more
         # than 3 at the receiver at once means both were sending together:
         # the cap was shared, not just held by whichever process was faster.
         # Claims of one row: a dispatcher holds at most its 3 sends and 1
-        # queued, so the other always has room left under the cap (with
-        # claims of 50 the first to record claimed the freed room again at
-        # once, and the other could go the whole test without a row).
+        # queued, so the other always gets room under the cap (5 = 4 + 1 or
+        # 3 + 2: at least 4 at the receiver while the replies are held).
         dispatchers.start(
             "--concurrency=3",
             "--batch-size=1",
             f"--worker-id=cap-{n}",
-            env={"POLL_INTERVAL_SECONDS": "0.05"},
+            # The held replies wait for the test's look, which a loaded
+            # machine may stretch past the default timeout (10 s): a send
+            # timed out meanwhile would be retried, which is not what this
+            # test is about.
+            env={"POLL_INTERVAL_SECONDS": "0.05", "HTTP_TIMEOUT_SECONDS": "60"},
         )
         for n in range(2)
     ]
@@ -137,18 +150,44 @@ def test_max_in_flight_holds_across_two_dispatchers(receiver, dispatchers):
         what="both dispatchers to start",
     )
     publish(capped, 60)
+
+    def capped_claims():
+        return Delivery.objects.filter(endpoint=capped, status="delivering")
+
     wait_until(
-        lambda: Delivery.objects.filter(status="succeeded").count() == 60,
-        timeout=90,
+        lambda: capped_claims().count() >= 5 and in_flight() > 3,
+        timeout=60,
+        what="both dispatchers' sends at the receiver",
+    )
+    # The witness is younger than the capped endpoint's 55 waiting rows: a
+    # dispatcher with a free slot claims it only once the cap refused it
+    # those. Without a cap shared between processes both fill their slots
+    # with capped rows (3 + 3 = 6 at the receiver) and never claim it.
+    publish(witness, 1)
+    wait_until(
+        lambda: witness_at or in_flight() > 5,
+        timeout=60,
+        what="the witness delivery",
+    )
+    claimed_by = sorted(capped_claims().values_list("claimed_by", flat=True))
+    released.set()
+
+    assert 3 < most["/hook?capped"] <= 5, most
+    assert len(claimed_by) == 5 and set(claimed_by) == {"cap-0", "cap-1"}
+    wait_until(
+        lambda: Delivery.objects.filter(status="succeeded").count() == 61,
+        timeout=120,
         what="every delivery",
     )
     for child in children:
         child.signal(signal.SIGTERM)
         assert child.wait(30) == 0, child.stderr[-3000:]
 
-    # Without a cap shared between processes, 3 + 3 = 6 are in flight.
-    assert 3 < most["/hook?capped"] <= 5
-    workers = set(Attempt.objects.values_list("worker_id", flat=True))
+    # Released, the sends come and go at once: the cap held all along.
+    assert most["/hook?capped"] <= 5, most
+    workers = set(
+        Attempt.objects.filter(endpoint=capped).values_list("worker_id", flat=True)
+    )
     assert workers == {"cap-0", "cap-1"}
 
 
