@@ -99,6 +99,7 @@ class Dispatcher:
         self._claim_after = 0.0  # clock.monotonic(); a dry claim or a database outage
         self._probes_after = 0.0
         self._dry = False
+        self._woken = False  # a publish (NOTIFY) since the last claim began
         self._loop_told_to_stop = False
         self._loop_stopped = False
         self._closed = False
@@ -222,9 +223,21 @@ class Dispatcher:
     def _wants_claim(self) -> bool:
         if self.clock.monotonic() < self._claim_after:
             return False
-        return self._ready_estimate() < max(
-            1, min(self.concurrency, self.batch_size // 2)
-        )
+        return self._ready_estimate() < self._claim_below()
+
+    def _claim_below(self) -> int:
+        """Claim while fewer jobs than this wait in the loop's queue.
+
+        Busy, the next batch is claimed once about half a batch could start.
+        Woken by a publish, at once unless a whole batch waits (the most the
+        lease counts on, lease.py): the new rows are most likely another
+        endpoint's, whose lane takes the next free slot in turn (lanes.py),
+        so waiting for the queue to drain would only delay them by the slow
+        endpoints' sends ahead.
+        """
+        if self._woken:
+            return max(1, self.batch_size)
+        return max(1, min(self.concurrency, self.batch_size // 2))
 
     def _ready_estimate(self) -> int:
         # The loop's last word, plus what was handed to it since.
@@ -272,6 +285,7 @@ class Dispatcher:
                 self._loop_stopped = True
             elif message is WAKE:
                 self._dry = False
+                self._woken = True
                 self._claim_after = 0.0
         self._flush(force=self.stopping)
 
@@ -298,6 +312,9 @@ class Dispatcher:
             return self._claim_traced(span)
 
     def _claim_traced(self, span) -> int:
+        # A publish committed from here on is not in this claim's snapshot:
+        # its NOTIFY wakes the next one.
+        self._woken = False
         now = self.clock.now()
         probes = claiming.Claim(lease_until=now)
         handled = 0
