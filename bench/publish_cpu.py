@@ -18,7 +18,8 @@ database (BENCH_DATABASE_URL, default .../bench_publish_cpu).
 --profile runs cProfile over that phase (CPU clock) and prints the functions
 with the most own and cumulative time; --only runs just those phases (to
 sample them with py-spy). BENCH_DROP_MIDDLEWARE=part,part leaves out the
-middleware whose dotted path contains a part (an experiment).
+middleware whose dotted path contains a part, and BENCH_GUNICORN_ARGS adds
+to gunicorn's command line (experiments).
 """
 
 from __future__ import annotations
@@ -263,7 +264,8 @@ def under_gunicorn(key: str, phases: dict, *, seconds: float, rounds: int) -> No
     server = subprocess.Popen(
         [sys.executable, "-m", "gunicorn", "relayproject.wsgi", "--workers", "1"]
         + ["--bind", f"127.0.0.1:{port}", "--log-level", "warning"]
-        + ["--no-control-socket"],
+        + ["--no-control-socket"]
+        + os.environ.get("BENCH_GUNICORN_ARGS", "").split(),
         cwd=ROOT,
     )
     url = os.environ["DATABASE_URL"]
