@@ -68,6 +68,7 @@ class PipelineSummary:
     avg_latency_seconds_last_hour: float | None  # created -> succeeded
     dead_last_24h: int
     dead_previous_24h: int
+    waiting: int = 0  # behind the head of an ordered lane (deliveries/lanes.py)
     slow_endpoints: list[SlowEndpoint] = field(default_factory=list)
     alerts: list[Alert] = field(default_factory=list)
 
@@ -229,6 +230,7 @@ def pipeline_counts(*, now: datetime) -> PipelineSummary:
         avg_latency_seconds_last_hour=avg_latency,
         dead_last_24h=dead["day"],
         dead_previous_24h=dead["previous_day"],
+        waiting=depth["waiting"],
         slow_endpoints=slow_endpoints(),
     )
 

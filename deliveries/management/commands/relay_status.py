@@ -195,6 +195,7 @@ class Command(BaseCommand):
                     ["held (paused/disabled)", s.held],
                     ["awaiting retry", s.awaiting_retry],
                     ["in flight", s.in_flight],
+                    ["waiting in ordered lanes", s.waiting],
                     ["dead", s.dead],
                     ["delivered, last hour", s.delivered_last_hour],
                     ["failed (dead), last hour", s.failed_last_hour],

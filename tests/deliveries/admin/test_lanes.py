@@ -43,3 +43,15 @@ def test_a_lanes_dead_letter_is_skipped_in_order_and_its_replay_warned(client):
         reverse("admin:deliveries_delivery_change", args=[waiting_next.pk])
     ).content.decode()
     assert "In order: ordering key" in page
+
+
+def test_the_pipeline_counts_what_waits_in_lanes(client):
+    merchant = factories.merchant()
+    factories.endpoint(merchant, ordered=True)
+    events_publish(
+        merchant=merchant,
+        events=[EventInput("a.b", {"n": n}, ordering_key="o-1") for n in range(3)],
+    )
+    client.force_login(staff("ops", "deliveries.view_delivery"))
+    page = client.get(reverse("admin:deliveries_pipeline")).content.decode()
+    assert 'id="waiting-in-lanes">2<' in page
