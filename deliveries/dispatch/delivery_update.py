@@ -21,6 +21,7 @@ from deliveries.dispatch.transport import SendResult
 from deliveries.models import Delivery
 from deliveries.publish.sanitize import storable_text
 from deliveries.retry import is_success
+from relayproject.lib import citus
 
 if TYPE_CHECKING:
     from deliveries.dispatch.outcomes import Sent
@@ -48,13 +49,34 @@ def deliveries_update(
     now: datetime,
     rand: random.Random,
 ) -> set[str]:
-    """One fenced UPDATE ... FROM unnest(...) for the whole flush; returns ids updated."""
+    """One fenced UPDATE ... FROM unnest(...) for the whole flush (on Citus, one
+    per merchant, each on its shard); returns ids updated."""
     if not backend.binds_arrays():
         return {
             item.delivery_id
             for item, verdict in items
             if _update_delivery(item, verdict, worker_id=worker_id, now=now, rand=rand)
         }
+    # A statement that names no merchant runs on every shard of a Citus
+    # cluster, and Citus serialises it with every other write of the table.
+    groups: dict[int | None, list] = {}
+    pinned = citus.on()
+    for item, verdict in items:
+        key = item.merchant_id if pinned else None
+        groups.setdefault(key, []).append((item, verdict))
+    updated: set[str] = set()
+    with prepared.statements(), connection.cursor() as cursor:
+        for merchant_id, group in groups.items():
+            columns = _columns(group, now=now, rand=rand)
+            if merchant_id is None:
+                cursor.execute(_UPDATE_SQL, [*columns, worker_id])
+            else:
+                cursor.execute(_UPDATE_SQL_PINNED, [*columns, worker_id, merchant_id])
+            updated |= {r[0] for r in cursor.fetchall()}
+    return updated
+
+
+def _columns(items: list[tuple[Sent, retry.Verdict]], *, now, rand) -> list[list]:
     columns: list[list] = [[] for _ in _COLUMNS]
     for item, verdict in items:
         f = _delivery_fields(item, verdict, now=now, rand=rand)
@@ -73,9 +95,7 @@ def deliveries_update(
         ]
         for column, value in zip(columns, row, strict=True):
             column.append(value)
-    with prepared.statements(), connection.cursor() as cursor:
-        cursor.execute(_UPDATE_SQL, [*columns, worker_id])
-        return {r[0] for r in cursor.fetchall()}
+    return columns
 
 
 # One array per column (unnest), not VALUES rows: the statement's text is the
@@ -93,6 +113,10 @@ _UPDATE_SQL = (
     + f") AS v({', '.join(n for n, _ in _COLUMNS)}) "
     "WHERE d.id = v.id AND d.status = 'delivering' AND d.claimed_by = %s "
     "AND d.claimed_until = v.lease_until RETURNING d.id"
+)
+# Citus: the same, on one merchant's shard.
+_UPDATE_SQL_PINNED = _UPDATE_SQL.replace(
+    " RETURNING d.id", " AND d.merchant_id = %s RETURNING d.id"
 )
 
 

@@ -1,5 +1,5 @@
-"""The breaker's and the rate bucket's writes (endpoints/health.py) on Citus:
-each runs on its merchant's shard alone.
+"""The record of a flush and the breaker's and the rate bucket's writes
+(endpoints/health.py) on Citus: each runs on its merchant's shard alone.
 
 Citus runs a write that names only the endpoint too, on every shard, and
 serialises it with every other write of the table, so nothing fails: it is
@@ -10,12 +10,19 @@ the dispatcher's that does not name its merchant.
 
 from __future__ import annotations
 
+import random
 from contextlib import contextmanager
 from datetime import timedelta
 
 import pytest
 from django.db import connection, transaction
 
+from deliveries.dispatch.claiming import claim_batch
+from deliveries.dispatch.jobs import jobs_load
+from deliveries.dispatch.outcomes import Sent, outcomes_record
+from deliveries.dispatch.transport import SendResult
+from deliveries.models import Attempt, Delivery
+from deliveries.services import EventInput, events_publish
 from endpoints import health
 from endpoints.models import EndpointHealth
 from relayproject.lib.clock import utcnow
@@ -113,3 +120,50 @@ def test_the_rate_bucket_is_taken_on_the_merchants_shard(distributed):
 
     assert waits[0] == 0.0  # a full bucket of one token
     assert 0 < waits[1] <= 1.0
+
+
+def test_a_flushs_record_runs_on_each_merchants_shard(distributed):
+    # Two merchants' deliveries claimed together, sent, and recorded in one
+    # flush: the fenced UPDATE of their rows, their attempts, the breaker
+    # rows and the counters, with no statement over every shard.
+    merchants = [factories.merchant() for _ in range(2)]
+    for merchant in merchants:
+        factories.endpoint(merchant)
+        events_publish(
+            merchant=merchant,
+            events=[EventInput("order.paid", {"n": n}) for n in range(3)],
+        )
+    now = utcnow()
+    claim = claim_batch(worker_id="w", now=now, lease_seconds=30, limit=6)
+    jobs = jobs_load(
+        delivery_ids=claim.delivery_ids,
+        lease_until=claim.lease_until,
+        probe_ids=set(),
+        now=now,
+    )
+    sent = [
+        Sent(
+            delivery_id=job.delivery_id,
+            endpoint_id=job.endpoint_id,
+            lease_until=job.lease_until,
+            attempt_count=job.attempt_count,
+            budget_start=job.budget_start,
+            max_attempts=job.max_attempts,
+            is_probe=False,
+            started_at=now,
+            result=SendResult(status_code=200 if n % 2 else 500, duration_ms=1.0),
+            event_id=job.event_id,
+            merchant_id=job.merchant_id,
+        )
+        for n, job in enumerate(jobs)
+    ]
+    assert {s.merchant_id for s in sent} == {m.pk for m in merchants}
+
+    with one_shard_statements_only():
+        recorded = outcomes_record(
+            sent=sent, worker_id="w", now=now, rand=random.Random(1)
+        )
+
+    assert recorded.fenced == []
+    assert Delivery.objects.filter(status="succeeded").count() == 3
+    assert Attempt.objects.count() == 6
