@@ -16,6 +16,7 @@ import pytest
 from deliveries.models import Attempt, Delivery
 from deliveries.replay import delivery_replay
 from deliveries.services import EventInput, events_publish
+from endpoints.models import EndpointHealth
 from relayproject.lib.clock import utcnow
 from tests.support import factories
 from tests.support.fakes import Received, Reply
@@ -197,3 +198,51 @@ def test_a_dead_letter_lets_its_lane_go_on_and_its_replay_goes_out_of_order(
     assert again.wait(60) == 0, again.stderr[-3000:]
     assert sorted(lanes.arrivals[("ordered", "k0")][4:]) == [1, 4]
     assert count(ordered) == 5
+
+
+def test_breaker_pauses_and_the_rate_limit_keep_each_keys_order(receiver, dispatchers):
+    """The breaker opens after the first failures and its probe is some
+    lane's head; the rate limit gives claimed rows back unsent: neither may
+    let a later event of a key go before an earlier one."""
+    failures = {"left": 4}
+    lanes = LaneReceiver(hold=0.02)
+    inner = lanes.__call__
+
+    def respond(request):
+        reply = inner(request)
+        with lanes.lock:
+            if failures["left"] > 0:
+                failures["left"] -= 1
+                return Reply(status=503)
+        return reply
+
+    receiver.respond = respond
+    merchant = factories.merchant()
+    ordered = factories.endpoint(
+        merchant,
+        url=receiver.url + "?lane=ordered",
+        ordered=True,
+        rate_limit_per_second=5,  # below what three lanes could send
+    )
+    publish(merchant, range(30), keys=3)
+    env = {**QUICK, "BREAKER_FAILURE_THRESHOLD": "3", "BREAKER_COOLDOWN_SECONDS": "1"}
+    # Rows another dispatcher gives back while the breaker is half-open are
+    # due again when the probe's lease ends: a short lease keeps that short.
+    for n in range(2):
+        dispatchers.start(
+            "--concurrency=8", "--lease-seconds=5", f"--worker-id=b{n}", env=env
+        )
+    states = set()
+
+    def done() -> bool:
+        states.add(EndpointHealth.objects.get(endpoint=ordered).breaker_state)
+        return count(ordered) == 30
+
+    wait_until(done, timeout=90, what="every event")
+
+    assert failures["left"] == 0
+    assert "open" in states or "half_open" in states, states
+    for k in range(3):
+        key = ("ordered", f"k{k}")
+        assert in_order(lanes.arrivals[key]) == list(range(k, 30, 3)), key
+        assert lanes.most[key] == 1
