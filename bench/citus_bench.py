@@ -12,6 +12,11 @@ then time
   p95 in ms; on Citus that is the lock-free read of every shard plus one
   locking statement per merchant in the claim.
 
+The machine is shared: beside the rates, this process's CPU time per publish
+and per claim (time.process_time, the client's share only) and the
+statements each sends (counted on one more of each, after the timed loops)
+say what the work costs whatever the load.
+
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/bench_plain \\
         .venv/bin/python bench/citus_bench.py
     DATABASE_URL=postgres://postgres@127.0.0.1:9700/bench_citus \\
@@ -47,6 +52,7 @@ def main() -> int:
 
     django.setup()
     from django.db import connection
+    from django.test.utils import CaptureQueriesContext
 
     from deliveries.dispatch.claiming import claim_batch, release
     from deliveries.services import EventInput, events_publish
@@ -68,33 +74,49 @@ def main() -> int:
     for n in range(MERCHANTS):
         merchant = Merchant.objects.create(slug=f"bench{n}", name=f"bench {n}")
         for e in range(2):
-            endpoint_create(merchant=merchant, url=f"http://127.0.0.1:9/{n}/{e}")
+            endpoint_create(
+                merchant=merchant, url=f"http://127.0.0.1:9/{n}/{e}", now=utcnow()
+            )
         merchants.append(merchant)
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     for i in range(EVENTS):
         for merchant in merchants:
             events_publish(merchant=merchant, events=[EventInput("bench", {"i": i})])
     publish_s = time.perf_counter() - started
-    timings = []
-    for _ in range(ROUNDS):
+    publish_cpu_ms = (time.process_time() - cpu) * 1000 / (MERCHANTS * EVENTS)
+
+    def claim_and_give_back() -> float:
         now = utcnow()
         t0 = time.perf_counter()
         claim = claim_batch(worker_id="bench", now=now, lease_seconds=60, limit=BATCH)
-        timings.append((time.perf_counter() - t0) * 1000)
+        took = (time.perf_counter() - t0) * 1000
         release(
             worker_id="bench",
             lease_until=claim.lease_until,
             delivery_ids=claim.delivery_ids,
             due_at=now,
         )
-    timings.sort()
+        return took
+
+    cpu = time.process_time()
+    timings = sorted(claim_and_give_back() for _ in range(ROUNDS))
+    claim_cpu_ms = (time.process_time() - cpu) * 1000 / ROUNDS
+    with CaptureQueriesContext(connection) as publish_sql:
+        events_publish(merchant=merchants[0], events=[EventInput("bench", {"i": -1})])
+    with CaptureQueriesContext(connection) as claim_sql:
+        claim = claim_batch(
+            worker_id="bench", now=utcnow(), lease_seconds=60, limit=BATCH
+        )
     kind = "citus" if citus.on() else connection.vendor
     print(
         f"{kind}: publish {MERCHANTS * EVENTS / publish_s:.0f} events/s "
         f"({MERCHANTS * EVENTS} single publishes, 2 deliveries each); "
         f"claim of {BATCH} over {MERCHANTS} merchants: median "
         f"{statistics.median(timings):.1f} ms, p95 "
-        f"{timings[int(len(timings) * 0.95) - 1]:.1f} ms ({ROUNDS} rounds); "
+        f"{timings[int(len(timings) * 0.95) - 1]:.1f} ms ({ROUNDS} rounds, "
+        f"{len(claim.delivery_ids)} rows); client CPU per publish "
+        f"{publish_cpu_ms:.2f} ms, per claim {claim_cpu_ms:.1f} ms; statements "
+        f"per publish {len(publish_sql)}, per claim {len(claim_sql)}; "
         f"load {os.getloadavg()[0]:.1f}"
     )
     return 0
