@@ -154,15 +154,19 @@ def test_max_in_flight_holds_across_two_dispatchers(receiver, dispatchers):
     def capped_claims():
         return Delivery.objects.filter(endpoint=capped, status="delivering")
 
+    # The cap filled: five claimed, more than one dispatcher's three slots of
+    # them at the receiver. Without a cap shared between processes the two
+    # fill their slots with capped rows (3 + 3 = 6 at the receiver).
     wait_until(
         lambda: capped_claims().count() >= 5 and in_flight() > 3,
         timeout=60,
         what="both dispatchers' sends at the receiver",
     )
-    # The witness is younger than the capped endpoint's 55 waiting rows: a
-    # dispatcher with a free slot claims it only once the cap refused it
-    # those. Without a cap shared between processes both fill their slots
-    # with capped rows (3 + 3 = 6 at the receiver) and never claim it.
+    # A witness of another merchant: it arrives once a dispatcher with a
+    # free slot claims again, so by then both have looked at the capped rows
+    # with room in their slots and (with the cap) been refused them. It may
+    # be claimed before the cap is full too (merchants take turns), which is
+    # why the cap is waited for first.
     publish(witness, 1)
     wait_until(
         lambda: witness_at or in_flight() > 5,
@@ -173,7 +177,11 @@ def test_max_in_flight_holds_across_two_dispatchers(receiver, dispatchers):
     released.set()
 
     assert 3 < most["/hook?capped"] <= 5, most
-    assert len(claimed_by) == 5 and set(claimed_by) == {"cap-0", "cap-1"}
+    assert witness_at, "a dispatcher with free slots claimed nothing more"
+    # Both held claims under the cap. Not "exactly 5": a claim given back in
+    # that instant (a late heartbeat on a loaded machine) leaves 4, which
+    # says nothing against the cap; more than 5 would.
+    assert len(claimed_by) <= 5 and set(claimed_by) == {"cap-0", "cap-1"}
     wait_until(
         lambda: Delivery.objects.filter(status="succeeded").count() == 61,
         timeout=120,
