@@ -18,6 +18,7 @@ from django.db import connection, transaction
 
 from deliveries import retry
 from deliveries.dispatch import backend
+from deliveries.dispatch.attempt_insert import attempts_insert
 from deliveries.dispatch.delivery_update import deliveries_update, error_text
 from deliveries.dispatch.transport import SendResult
 from deliveries.lanes import Lane, lanes_advance
@@ -107,7 +108,7 @@ def outcomes_record(
             if item.challenge and verdict == retry.Verdict.SUCCEEDED:
                 verified.append((item.endpoint_id, item.merchant_id, item.delivery_id))
             _count(recorded.tally, item, verdict)
-        Attempt.objects.bulk_create(attempts)
+        attempts_insert(attempts)
         recorded.opened, recorded.closed = health.health_rows_save(
             healths.values(), now=now
         )

@@ -78,3 +78,11 @@ class AnyOf(Lookup):
 
 Field.register_lookup(AnyOf)
 ForeignObject.register_lookup(AnyOf)  # foreign keys look their lookups up apart
+
+
+def binds_on_server(cursor) -> bool:
+    """Whether this Django cursor binds its parameters on the server (inside
+    statements(), on a dispatcher's session), where binary ones are allowed."""
+    import psycopg
+
+    return not isinstance(cursor.cursor, psycopg.ClientCursor)
