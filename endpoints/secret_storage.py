@@ -14,8 +14,13 @@ and the old key can go. This module knows no model: models import it.
 Custom header values (`EncryptedHeadersField`, `Endpoint.headers`) are kept
 the same way: a header is often a receiver's credential, so the column holds
 each name in clear (the portal shows it) and each value as a Fernet token.
-Decryption happens where rows are loaded, so the dispatcher decrypts each
-live secret once per claimed batch (jobs_load), never per request.
+Decryption happens where rows are loaded, and each token is decrypted once
+per process and set of keys (DECRYPTED_KEPT of them are kept): the
+dispatcher reads every live secret of a batch's endpoints, and every custom
+header of every row, at each claim. A token is one secret (or value) in one
+version, with its own IV, so a rotated or re-encrypted secret is a new
+token; the keys are part of what is kept, so a key taken out of
+RELAY_ENCRYPTION_KEYS decrypts nothing it used to.
 """
 
 from __future__ import annotations
@@ -67,9 +72,18 @@ def encrypt(plain: str) -> str:
     return cipher().encrypt(plain.encode()).decode("ascii")
 
 
+DECRYPTED_KEPT = 4096  # tokens: a few hundred kB at most
+
+
 def decrypt(token: str) -> str:
+    return _decrypted(tuple(settings.RELAY_ENCRYPTION_KEYS), token)
+
+
+@lru_cache(maxsize=DECRYPTED_KEPT)
+def _decrypted(keys: tuple[str, ...], token: str) -> str:
+    # A failure raises, and lru_cache keeps no exception: tried again next time.
     try:
-        return cipher().decrypt(token.encode("ascii")).decode()
+        return _cipher(keys).decrypt(token.encode("ascii")).decode()
     except (InvalidToken, UnicodeEncodeError):
         raise SecretDecryptionError(
             "An endpoint secret does not decrypt with RELAY_ENCRYPTION_KEYS: "
