@@ -66,12 +66,17 @@ def deliveries_update(
         groups.setdefault(key, []).append((item, verdict))
     updated: set[str] = set()
     with prepared.statements(), connection.cursor() as cursor:
+        # Binary arrays where the session binds on the server: psycopg dumps
+        # them without quoting each element (attempt_insert.py, why).
+        binary = prepared.binds_on_server(cursor)
         for merchant_id, group in groups.items():
             columns = _columns(group, now=now, rand=rand)
             if merchant_id is None:
-                cursor.execute(_UPDATE_SQL, [*columns, worker_id])
+                sql = _UPDATE_SQL_BINARY if binary else _UPDATE_SQL
+                cursor.execute(sql, [*columns, worker_id])
             else:
-                cursor.execute(_UPDATE_SQL_PINNED, [*columns, worker_id, merchant_id])
+                sql = _UPDATE_SQL_PINNED_BINARY if binary else _UPDATE_SQL_PINNED
+                cursor.execute(sql, [*columns, worker_id, merchant_id])
             updated |= {r[0] for r in cursor.fetchall()}
     return updated
 
@@ -118,6 +123,8 @@ _UPDATE_SQL = (
 _UPDATE_SQL_PINNED = _UPDATE_SQL.replace(
     " RETURNING d.id", " AND d.merchant_id = %s RETURNING d.id"
 )
+_UPDATE_SQL_BINARY = _UPDATE_SQL.replace("%s::", "%b::")
+_UPDATE_SQL_PINNED_BINARY = _UPDATE_SQL_PINNED.replace("%s::", "%b::")
 
 
 def _delivery_fields(
