@@ -69,6 +69,9 @@ class Scenario:
 # per-endpoint cap (ENDPOINT_MAX_IN_FLIGHT, 32) is not what is measured.
 RECEIVERS = {
     "instant": (["--delay", "0"], 2),
+    # Issue 21's own measure: an instant receiver behind 20 endpoints, so the
+    # per-endpoint cap leaves 640 slots and the dispatcher is what is timed.
+    "instant20": (["--delay", "0"], 20),
     "100ms": (["--delay", "0.1"], 20),
     "mix": (["--mix"], 20),
     # Every answer takes 5 s: what holds 512 sends in flight for the memory
@@ -564,6 +567,8 @@ def scenarios(*, events: int, slow_events: int, steady_events: int) -> list[Scen
         Scenario(
             "instant c=256 batch=50 k=1", "instant", 256, 1, events, batch_size=50
         ),
+        Scenario("instant20 default k=1", "instant20", None, 1, max(10, events // 2)),
+        Scenario("instant20 default k=2", "instant20", None, 2, max(10, events // 2)),
         Scenario("100ms default k=1", "100ms", None, 1, slow),
         Scenario("100ms default k=2", "100ms", None, 2, slow),
         Scenario("100ms c=1 k=1", "100ms", 1, 1, 5),
