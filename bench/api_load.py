@@ -41,6 +41,8 @@ import psycopg
 import requests
 
 ROOT = Path(__file__).resolve().parent.parent
+# An event or delivery id (replayed statements get fresh ones).
+IDS = re.compile(r"\b(evt|dlv)_[0-9a-z]+")
 PYTHON = sys.executable
 PORT = 8765
 SITE = f"http://127.0.0.1:{PORT}"
@@ -248,8 +250,12 @@ def in_process(env: dict, *, count: int) -> dict:
         def new(value):
             if isinstance(value, list):
                 return [new(v) for v in value]
-            if isinstance(value, str) and value[:4] in ("evt_", "dlv_"):
-                return fresh.setdefault(value, new_id(value[:3]))
+            if isinstance(value, str):
+                # An id alone, or ids inside one array literal (the batch
+                # statement sends its arrays as one string each).
+                return IDS.sub(
+                    lambda m: fresh.setdefault(m.group(0), new_id(m.group(1))), value
+                )
             return value
 
         return [new(value) for value in params]
