@@ -11,10 +11,14 @@ from django.db.models import Q, QuerySet
 from endpoints.models import Endpoint, EndpointSecret, Membership
 
 
-def live_secrets(*, endpoint_ids: Iterable[str], now: datetime) -> dict[str, list[str]]:
-    """Secrets that still sign, newest first, for each endpoint."""
+def live_secrets(
+    *, endpoint_ids: Iterable[str], now: datetime, merchant_id: int | None = None
+) -> dict[str, list[str]]:
+    """Secrets that still sign, newest first, for each endpoint (all of one
+    merchant when given: on Citus, the statement runs on its shard)."""
+    merchant = {} if merchant_id is None else {"merchant_id": merchant_id}
     rows = (
-        EndpointSecret.objects.filter(endpoint_id__in=list(endpoint_ids))
+        EndpointSecret.objects.filter(endpoint_id__in=list(endpoint_ids), **merchant)
         .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
         .order_by("endpoint_id", "-created_at", "-id")
         .values_list("endpoint_id", "secret")
@@ -29,12 +33,16 @@ def endpoints_of_merchant(*, merchant_id: int) -> QuerySet[Endpoint]:
     return Endpoint.objects.filter(merchant_id=merchant_id).select_related("health")
 
 
-def breakers_not_closed(*, endpoint_ids: Iterable[str]) -> dict[str, datetime | None]:
-    """Endpoints among these whose breaker is open or half-open, with the next probe time."""
+def breakers_not_closed(
+    *, endpoint_ids: Iterable[str], merchant_id: int | None = None
+) -> dict[str, datetime | None]:
+    """Endpoints among these whose breaker is open or half-open, with the next
+    probe time (all of one merchant when given: on Citus, one shard)."""
     from endpoints.models import EndpointHealth
 
+    merchant = {} if merchant_id is None else {"merchant_id": merchant_id}
     return dict(
-        EndpointHealth.objects.filter(pk__in=list(endpoint_ids))
+        EndpointHealth.objects.filter(pk__in=list(endpoint_ids), **merchant)
         .exclude(breaker_state=EndpointHealth.State.CLOSED)
         .values_list("pk", "next_probe_at")
     )

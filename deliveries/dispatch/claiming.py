@@ -10,6 +10,7 @@ again, and the next claim takes it over, spending the lost attempt as
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -63,6 +64,9 @@ class Claim:
     verification_ids: set[str] = field(default_factory=set)
     reclaimed: int = 0
     reclaimed_ids: set[str] = field(default_factory=set)  # of delivery_ids, resent
+    # Each taken row's merchant: on Citus, what routes the statements that
+    # follow (jobs_load, release) to the merchants' shards.
+    merchants: dict[str, int] = field(default_factory=dict)
     dead_on_reclaim: int = 0
     # Endpoints skipped because another claim was counting them: not dry.
     contended: int = 0
@@ -358,6 +362,8 @@ def _take(
             next_attempt_at=claim.lease_until,
         )
     claim.delivery_ids.extend(taken)
+    merchant_of = {r["id"]: r["merchant_id"] for r in rows}
+    claim.merchants.update((pk, merchant_of[pk]) for pk in taken)
     claim.reclaimed_ids.update(resend)
     claim.reclaimed += len(expired)
     claim.dead_on_reclaim += len(exhausted)
@@ -389,15 +395,35 @@ def log_claim(claim: Claim) -> None:
 
 
 def release(
-    *, worker_id: str, lease_until: datetime, delivery_ids: list[str], due_at: datetime
+    *,
+    worker_id: str,
+    lease_until: datetime,
+    delivery_ids: list[str],
+    due_at: datetime,
+    merchants: Mapping[str, int | None] | None = None,
 ) -> int:
-    """Give claimed-but-unsent rows back, due at `due_at`, without spending attempts."""
+    """Give claimed-but-unsent rows back, due at `due_at`, without spending attempts.
+
+    `merchants` (delivery id -> merchant) lets Citus run one statement per
+    merchant on its shard; a row without one is given back by a statement
+    over every shard. Plain PostgreSQL and SQLite need no merchant."""
     if not delivery_ids:
         return 0
+    groups: dict[int | None, list[str]] = {}
+    pinned = citus.on()
+    for pk in delivery_ids:
+        key = (merchants or {}).get(pk) if pinned else None
+        groups.setdefault(key, []).append(pk)
+    released = 0
     with prepared.statements():
-        return Delivery.objects.filter(
-            pk__any=delivery_ids,
-            status=Delivery.Status.DELIVERING,
-            claimed_by=worker_id,
-            claimed_until=lease_until,
-        ).update(**Delivery.back_to_pending(due_at=due_at))
+        for merchant_id, ids in groups.items():
+            rows = Delivery.objects.filter(
+                pk__any=ids,
+                status=Delivery.Status.DELIVERING,
+                claimed_by=worker_id,
+                claimed_until=lease_until,
+            )
+            if merchant_id is not None:
+                rows = rows.filter(merchant_id=merchant_id)  # one shard on Citus
+            released += rows.update(**Delivery.back_to_pending(due_at=due_at))
+    return released

@@ -369,9 +369,11 @@ class Dispatcher:
                 verification_ids=claim.verification_ids,
                 now=now,
                 reclaimed_ids=claim.reclaimed_ids,
+                merchants=claim.merchants,
             )
         )
         if jobs is not None:  # None: gave up after a lease; the lease resends them
+            self._watch.learn({j.endpoint_id: j.merchant_id for j in jobs})
             self._hand_over(jobs, now=now)
         return handled + len(claim.delivery_ids)
 

@@ -11,10 +11,11 @@ The one-at-a-time rule for failing endpoints lives with the lanes (lanes.py).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 
 from endpoints.selectors import breakers_not_closed
+from relayproject.lib import citus
 
 REFRESH_SECONDS = 0.05
 
@@ -25,6 +26,13 @@ class BreakerWatch:
         # Endpoints seen open or half-open, with when their rows are due again.
         self.held: dict[str, datetime] = {}
         self._next_refresh = 0.0
+        # Each endpoint's merchant, from the jobs handed over (learn): on
+        # Citus the re-read names it, one statement per merchant's shard.
+        self.merchant_of: dict[str, int] = {}
+
+    def learn(self, merchant_of: Mapping[str, int | None]) -> None:
+        """Endpoints' merchants, as the jobs loaded for them carry."""
+        self.merchant_of.update((e, m) for e, m in merchant_of.items() if m is not None)
 
     def due_at(self, endpoint_id: str, *, now: datetime) -> datetime:
         """When a held endpoint's given-back job should be due again."""
@@ -53,8 +61,19 @@ class BreakerWatch:
         ids = set(endpoint_ids) | set(self.held)
         if not ids:
             return False
-        stored = breakers_not_closed(endpoint_ids=ids)
+        stored = self._stored(ids)
         held = {e: (next_probe or now) for e, next_probe in stored.items()}
         changed = set(held) != set(self.held)
         self.held = held
         return changed
+
+    def _stored(self, ids: set[str]) -> dict[str, datetime | None]:
+        if not citus.on():
+            return breakers_not_closed(endpoint_ids=ids)
+        groups: dict[int | None, set[str]] = {}
+        for endpoint_id in ids:
+            groups.setdefault(self.merchant_of.get(endpoint_id), set()).add(endpoint_id)
+        stored: dict[str, datetime | None] = {}
+        for merchant_id, group in groups.items():
+            stored |= breakers_not_closed(endpoint_ids=group, merchant_id=merchant_id)
+        return stored

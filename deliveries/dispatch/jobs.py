@@ -13,6 +13,7 @@ from deliveries.dispatch import prepared
 from deliveries.models import Delivery
 from deliveries.verification import body_data, challenges_of
 from endpoints.selectors import live_secrets
+from relayproject.lib import citus
 
 
 @dataclass(frozen=True)
@@ -78,17 +79,18 @@ def jobs_load(
     now: datetime,
     reclaimed_ids: set[str] = frozenset(),
     verification_ids: set[str] = frozenset(),
+    merchants: Mapping[str, int] | None = None,
 ) -> list[Job]:
-    """Two queries for a whole batch: deliveries with event and endpoint, then secrets."""
-    with prepared.statements():  # the same text whatever the batch
-        # Plain tuples, not model instances: building three instances per
-        # row was most of this function's Python.
-        rows = list(
-            Delivery.objects.filter(pk__any=delivery_ids, claimed_until=lease_until)
-            .order_by("next_attempt_at", "id")
-            .values_list(*_COLUMNS)
+    """Two queries for a whole batch: deliveries with event and endpoint, then
+    secrets; on Citus two per merchant (`merchants`: delivery id -> merchant,
+    the claim's), each on the merchant's shard."""
+    if citus.on() and merchants:
+        rows, secrets = _rows_per_merchant(
+            delivery_ids, merchants=merchants, lease_until=lease_until, now=now
         )
-    secrets = live_secrets(endpoint_ids={r[_ENDPOINT] for r in rows}, now=now)
+    else:
+        rows = _rows(delivery_ids, lease_until=lease_until)
+        secrets = live_secrets(endpoint_ids={r[_ENDPOINT] for r in rows}, now=now)
     challenges = challenges_of(set(verification_ids))
     bodies: dict[str, bytes] = {}
     permanent_everywhere = frozenset(settings.PERMANENT_FAILURE_STATUSES)
@@ -156,3 +158,55 @@ def jobs_load(
             )
         )
     return jobs
+
+
+def _rows(delivery_ids: list[str], *, lease_until: datetime, **merchant) -> list:
+    with prepared.statements():  # the same text whatever the batch
+        # Plain tuples, not model instances: building three instances per
+        # row was most of this function's Python.
+        return list(
+            Delivery.objects.filter(
+                pk__any=delivery_ids, claimed_until=lease_until, **merchant
+            )
+            .order_by("next_attempt_at", "id")
+            .values_list(*_COLUMNS)
+        )
+
+
+def _rows_per_merchant(
+    delivery_ids: list[str],
+    *,
+    merchants: Mapping[str, int],
+    lease_until: datetime,
+    now: datetime,
+) -> tuple[list, dict[str, list[str]]]:
+    """Citus: each merchant's rows and secrets by statements naming it, so
+    each runs on its shard. The merchant is named on every table joined: Citus
+    routes a join only when each distributed table's shard is known. A row
+    without a merchant is read by a statement over every shard."""
+    groups: dict[int | None, list[str]] = {}
+    for pk in delivery_ids:
+        groups.setdefault(merchants.get(pk), []).append(pk)
+    rows: list = []
+    secrets: dict[str, list[str]] = {}
+    for merchant_id, ids in groups.items():
+        named = (
+            {}
+            if merchant_id is None
+            else {
+                "merchant_id": merchant_id,
+                "event__merchant_id": merchant_id,
+                "endpoint__merchant_id": merchant_id,
+            }
+        )
+        found = _rows(ids, lease_until=lease_until, **named)
+        rows += found
+        secrets |= live_secrets(
+            endpoint_ids={r[_ENDPOINT] for r in found},
+            now=now,
+            merchant_id=merchant_id,
+        )
+    # As one statement orders them: a claim sets every row's next_attempt_at
+    # to its lease, so by id.
+    rows.sort(key=lambda r: r[0])
+    return rows, secrets

@@ -278,6 +278,7 @@ class Recorder:
                 lease_until=lease_until,
                 delivery_ids=[j.delivery_id for j in group],
                 due_at=due_at,
+                merchants={j.delivery_id: j.merchant_id for j in group},
             )
         )
         self.stats.released += released or 0
@@ -380,6 +381,7 @@ def _record_anyhow(
         lease_until=item.lease_until,
         delivery_ids=[item.delivery_id],
         due_at=due_at,
+        merchants={item.delivery_id: item.merchant_id},
     )
     if item.is_probe:
         health.probe_abandon(
