@@ -49,6 +49,9 @@ OUT = HERE / "out"
 ROOT = HERE.parent
 PYTHON = sys.executable
 PY_SPY = ""  # path to a py-spy binary: profile every dispatcher (set by --py-spy)
+# Only the thread holding the GIL: where the process's one core of Python goes
+# (without it, a thread waiting for the GIL is sampled where it waits).
+PY_SPY_GIL = False
 SAMPLE = False  # profile every dispatcher with bench/sampler.py (set by --sample)
 DEFAULT_DB = "postgres://postgres@127.0.0.1:5432/bench_relay"
 
@@ -202,6 +205,7 @@ def start_dispatchers(
                 "raw",
                 "-r",
                 "250",
+                *(["--gil"] if PY_SPY_GIL else []),
                 "-o",
                 str(out),
                 "--",
@@ -491,13 +495,16 @@ def run_steady(
     warmup_ids = created_at_by_event()
     receiver.reset()
     started = time.time()
-    tick = 0.1
-    per_tick = max(1, round(s.steady_rate * tick))
-    sent = 0
+    # One publish (one transaction, one NOTIFY) per event, as one POST per
+    # event would, paced on a 10 ms tick so that no burst queues behind itself.
+    tick = 0.01
+    sent, owed = 0, 0.0
     next_at = time.monotonic()
     while sent < s.events and time.monotonic() < deadline:
-        events_make(min(per_tick, s.events - sent))
-        sent += per_tick
+        owed += s.steady_rate * tick
+        while owed >= 1 and sent < s.events:
+            events_make(1)
+            sent, owed = sent + 1, owed - 1
         next_at += tick
         time.sleep(max(0.0, next_at - time.monotonic()))
     expected = s.events * m
@@ -623,6 +630,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--steady-events", type=int, default=2000)
     parser.add_argument(
+        "--steady-rates",
+        default="",
+        help="steady scenario at these rates instead, events/s, e.g. 50,200,500",
+    )
+    parser.add_argument(
         "--only",
         default="",
         help="run scenarios whose name contains this (or any of these, comma-separated)",
@@ -642,13 +654,18 @@ def main(argv: list[str] | None = None) -> int:
         "--py-spy", default="", help="py-spy binary: profile dispatchers"
     )
     parser.add_argument(
+        "--py-spy-gil",
+        action="store_true",
+        help="with --py-spy: sample only the thread holding the GIL",
+    )
+    parser.add_argument(
         "--sample",
         action="store_true",
         help="profile dispatchers with bench/sampler.py (wall clock, all threads)",
     )
     args = parser.parse_args(argv)
-    global ROOT, PY_SPY, SAMPLE
-    PY_SPY, SAMPLE = args.py_spy, args.sample
+    global ROOT, PY_SPY, PY_SPY_GIL, SAMPLE
+    PY_SPY, PY_SPY_GIL, SAMPLE = args.py_spy, args.py_spy_gil, args.sample
     if args.tree:
         ROOT, sha = Path(args.tree).resolve(), f"tree {args.tree}"
     else:
@@ -688,23 +705,33 @@ def main(argv: list[str] | None = None) -> int:
             if args.only and not any(o in s.name for o in args.only.split(",")):
                 continue
             m = RECEIVERS[s.receiver][1]
-            if s.steady_rate:
+            runs = [s]
+            if s.steady_rate and args.steady_rates:
+                # Issue 21's rates, in events/s (each event one delivery per endpoint).
+                runs = [
+                    Scenario(**{**asdict(s), "steady_rate": float(rate)})
+                    for rate in args.steady_rates.split(",")
+                ]
+                for run_s in runs:
+                    run_s.name += f" at {run_s.steady_rate:g} events/s"
+            elif s.steady_rate:
                 # Half the measured throughput of one default dispatcher, in events/s.
                 base = [r for r in results if r.name == "instant default k=1"]
                 rate = base[0].rate / 2 if base else 200.0
                 s.steady_rate = rate / m
                 s.name += f" at {rate:.0f} deliveries/s"
-            run = run_steady if s.steady_rate else run_backlog
-            results.append(
-                run(
-                    s,
-                    receivers[s.receiver],
-                    db_url=args.database_url,
-                    m=m,
-                    timeout=args.timeout,
+            for run_s in runs:
+                run = run_steady if run_s.steady_rate else run_backlog
+                results.append(
+                    run(
+                        run_s,
+                        receivers[run_s.receiver],
+                        db_url=args.database_url,
+                        m=m,
+                        timeout=args.timeout,
+                    )
                 )
-            )
-            print(table(results[-1:]).splitlines()[-1], flush=True)
+                print(table(results[-1:]).splitlines()[-1], flush=True)
     finally:
         for r in receivers.values():
             r.stop()

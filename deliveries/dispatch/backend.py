@@ -55,3 +55,10 @@ def records_apart(conn: BaseDatabaseWrapper | None = None) -> bool:
     """A dispatcher records on a second connection while it claims on its
     first (writer.py). SQLite has one writer at a time: it records inline."""
     return _postgresql(conn)
+
+
+def runs_written_sql(conn: BaseDatabaseWrapper | None = None) -> bool:
+    """The claim's hot reads run as SQL written out once (claim_sql.py,
+    load_sql.py), not compiled by the ORM each time. SQLite runs their ORM
+    forms; so does Citus where a statement must name its merchant's shard."""
+    return _postgresql(conn)

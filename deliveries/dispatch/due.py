@@ -15,7 +15,7 @@ from django.db import connection
 from django.db.models import Count, F, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
 
-from deliveries.dispatch import backend, claim_sql
+from deliveries.dispatch import backend, claim_sql, load_sql
 from deliveries.dispatch.prepared import AnyOf  # noqa: F401 - registers field__any
 from deliveries.models import Delivery
 from endpoints.models import Endpoint, EndpointHealth
@@ -135,6 +135,21 @@ def live_claims(merchant_ids: list[int] | None, *, now: datetime) -> Live:
     Every endpoint of the merchant counts, not only those with due work."""
     if merchant_ids is not None and not merchant_ids:
         return Live({}, {})
+    live = Live({}, {})
+    if merchant_ids is not None and backend.runs_written_sql():
+        with connection.cursor() as cursor:
+            cursor.execute(load_sql.LIVE, {"now": now, "merchants": merchant_ids})
+            counts = cursor.fetchall()
+    else:
+        counts = _live_counts(merchant_ids, now=now)
+    for endpoint_id, merchant_id, n in counts:
+        live.endpoints[endpoint_id] = n
+        live.merchants[merchant_id] = live.merchants.get(merchant_id, 0) + n
+    return live
+
+
+def _live_counts(merchant_ids: list[int] | None, *, now: datetime):
+    """(endpoint, merchant, live claims): load_sql.LIVE's ORM form."""
     rows = Delivery.objects.filter(
         status=Delivery.Status.DELIVERING, claimed_until__gt=now
     )
@@ -142,13 +157,9 @@ def live_claims(merchant_ids: list[int] | None, *, now: datetime) -> Live:
         # The delivery's own merchant_id (its endpoint's): no join, and on
         # Citus a read of those merchants' shards alone.
         rows = rows.filter(merchant_id__any=merchant_ids)
-    live = Live({}, {})
-    for endpoint_id, merchant_id, n in (
+    return (
         rows.order_by()
         .values("endpoint_id", "merchant_id")
         .annotate(n=Count("pk"))
         .values_list("endpoint_id", "merchant_id", "n")
-    ):
-        live.endpoints[endpoint_id] = n
-        live.merchants[merchant_id] = live.merchants.get(merchant_id, 0) + n
-    return live
+    )

@@ -22,7 +22,7 @@ from deliveries.dispatch.attempt_insert import attempts_insert
 from deliveries.dispatch.delivery_update import deliveries_update, error_text
 from deliveries.dispatch.transport import SendResult
 from deliveries.lanes import Lane, lanes_advance
-from deliveries.models import Attempt, ErrorKind
+from deliveries.models import ErrorKind
 from deliveries.ops import counters
 from deliveries.publish.sanitize import storable_text
 from deliveries.retry import is_success
@@ -79,7 +79,7 @@ def outcomes_record(
         healths = health.health_rows_locked(
             health.rows_to_lock(_health_outcome(item) for item in sent)
         )
-        attempts: list[Attempt] = []
+        attempts: list[dict] = []
         gone: set[str] = set()
         updated = deliveries_update(
             [(item, verdicts[item.delivery_id]) for item in sent],
@@ -237,31 +237,32 @@ def _verdict(item: Sent) -> retry.Verdict:
     return verdict
 
 
-def _attempt_row(item: Sent, verdict: retry.Verdict, *, worker_id: str) -> Attempt:
+def _attempt_row(item: Sent, verdict: retry.Verdict, *, worker_id: str) -> dict:
+    """The Attempt's fields by attname (attempt_insert.py writes them)."""
     result = item.result
-    return Attempt(
-        delivery_id=item.delivery_id,
-        endpoint_id=item.endpoint_id,
-        merchant_id=item.merchant_id,
-        number=item.attempt_count + 1,
-        started_at=item.started_at,
-        response_ms=result.duration_ms,
-        status_code=result.status_code,
-        error_kind=storable_text(result.error_kind, limit=40)
+    return {
+        "delivery_id": item.delivery_id,
+        "endpoint_id": item.endpoint_id,
+        "merchant_id": item.merchant_id,
+        "number": item.attempt_count + 1,
+        "started_at": item.started_at,
+        "response_ms": result.duration_ms,
+        "status_code": result.status_code,
+        "error_kind": storable_text(result.error_kind, limit=40)
         or _status_kind(item, verdict),
         # A receiver shaped these: no NUL, no lone surrogate may reach the database.
-        error_message=storable_text(result.error_message, limit=500),
-        response_body=storable_text(result.body_excerpt),
-        worker_id=worker_id,
-        outcome=str(verdict),
-        request_url=result.request_url or None,
-        request_headers=[list(h) for h in result.request_headers] or None,
-        response_headers=[
+        "error_message": storable_text(result.error_message, limit=500),
+        "response_body": storable_text(result.body_excerpt),
+        "worker_id": worker_id,
+        "outcome": str(verdict),
+        "request_url": result.request_url or None,
+        "request_headers": [list(h) for h in result.request_headers] or None,
+        "response_headers": [
             [storable_text(name), storable_text(value)]
             for name, value in result.response_headers
         ]
         or None,
-    )
+    }
 
 
 def _status_kind(item: Sent, verdict: retry.Verdict) -> str:

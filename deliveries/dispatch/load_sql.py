@@ -1,0 +1,45 @@
+"""The PostgreSQL text of the reads every claim makes after claim_sql's two:
+the live claims it counts and the jobs it loads (their secrets are read by
+endpoints.selectors.live_secrets, written out there the same way).
+
+Their ORM forms (due.py, jobs.py, endpoints.selectors) run on SQLite and on
+Citus, where each statement must name its merchant. Here the text is written
+once: compiling the ORM query again on every claim cost more Python than the
+statement's own round trip, and a claim woken by each publish pays it for a
+row or two. Columns that need a field's conversion (JSON, encrypted) are
+converted by that field in the caller, as the ORM would.
+"""
+
+from __future__ import annotations
+
+from deliveries.models import Delivery, Event
+from endpoints.models import Endpoint
+
+_D = Delivery._meta.db_table
+_V = Event._meta.db_table
+_E = Endpoint._meta.db_table
+
+# due.live_claims: delivering rows with a live lease, per endpoint, of these
+# merchants (the delivery's own merchant_id: no join).
+LIVE = f"""
+SELECT y.endpoint_id, y.merchant_id, count(*)
+FROM {_D} AS y
+WHERE y.status = 'delivering' AND y.claimed_until > %(now)s
+AND y.merchant_id = ANY(%(merchants)s)
+GROUP BY y.endpoint_id, y.merchant_id
+"""
+
+# jobs._rows: a claim's rows with their event and endpoint, in the order the
+# ORM form gives (jobs.COLUMNS). The joins name the merchant as the models'
+# merchant-scoped foreign keys do.
+JOB_ROWS = f"""
+SELECT d.id, d.ordering_key, d.attempt_count, d.budget_start,
+    v.id, v.type, v.data, v.created_at, v.merchant_id, v.traceparent,
+    e.id, e.url, e.max_attempts, e.rate_limit_per_second, e.headers,
+    e.max_in_flight, e.permanent_statuses
+FROM {_D} AS d
+JOIN {_V} AS v ON v.id = d.event_id AND v.merchant_id = d.merchant_id
+JOIN {_E} AS e ON e.id = d.endpoint_id AND e.merchant_id = d.merchant_id
+WHERE d.id = ANY(%(ids)s) AND d.claimed_until = %(lease)s
+ORDER BY d.next_attempt_at, d.id
+"""
