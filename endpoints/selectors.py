@@ -61,6 +61,17 @@ def breakers_not_closed(
     probe time (all of one merchant when given: on Citus, one shard)."""
     from endpoints.models import EndpointHealth
 
+    if merchant_id is None and connection.vendor == "postgresql":
+        # A busy dispatcher asks this 20 times a second: written once, as
+        # live_secrets is.
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT h.endpoint_id, h.next_probe_at "
+                f"FROM {EndpointHealth._meta.db_table} AS h "
+                "WHERE h.endpoint_id = ANY(%(ids)s) AND h.breaker_state <> %(closed)s",
+                {"ids": list(endpoint_ids), "closed": EndpointHealth.State.CLOSED},
+            )
+            return dict(cursor.fetchall())
     merchant = {} if merchant_id is None else {"merchant_id": merchant_id}
     return dict(
         EndpointHealth.objects.filter(pk__in=list(endpoint_ids), **merchant)

@@ -137,3 +137,32 @@ def test_an_attempt_field_left_out_is_written_with_its_default(claimed):
             [delivery.pk],
         )
         assert cursor.fetchone() == ("array",)
+
+
+def test_breakers_not_closed_and_rows_at_rest_match_the_orm_forms(claimed):
+    from endpoints import health
+    from endpoints.models import EndpointHealth
+    from endpoints.selectors import breakers_not_closed
+
+    _, (calm, tripped) = claimed
+    probe_at = utcnow() + timedelta(minutes=1)
+    EndpointHealth.objects.filter(pk=tripped.pk).update(
+        breaker_state=EndpointHealth.State.OPEN,
+        next_probe_at=probe_at,
+        consecutive_failures=3,
+    )
+    ids = [calm.pk, tripped.pk]
+    assert breakers_not_closed(endpoint_ids=ids) == {tripped.pk: probe_at}
+    assert dict(
+        EndpointHealth.objects.filter(pk__in=ids)
+        .exclude(breaker_state=EndpointHealth.State.CLOSED)
+        .values_list("pk", "next_probe_at")
+    ) == {tripped.pk: probe_at}
+    # Successes on both: only the one not at rest must be locked.
+    outcomes = [
+        health.Outcome(
+            endpoint_id=e.pk, merchant_id=e.merchant_id, succeeded=True, is_probe=False
+        )
+        for e in (calm, tripped)
+    ]
+    assert health.rows_to_lock(outcomes) == {tripped.pk: tripped.merchant_id}
