@@ -79,7 +79,7 @@ def world(*, awaiting: int) -> None:
         for n in range(awaiting)
     ]
     for endpoint in held:
-        with transaction.atomic():  # as claiming.claim_verifications runs it
+        with transaction.atomic():  # as single_claims.claim_verifications runs it
             verification_make(endpoint_id=endpoint.pk, merchant_id=merchant.pk, now=now)
     with connection.cursor() as cursor:
         # Each challenge retry-scheduled an hour on: not due, as after a

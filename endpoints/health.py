@@ -96,7 +96,7 @@ def _written_sql() -> bool:
     PostgreSQL as SQL written once below, not compiled by the ORM per flush
     (a flush's fixed cost, paid for each outcome at low rates). Citus (one
     statement per merchant's shard) and SQLite run the ORM forms."""
-    return connection.vendor == "postgresql" and not citus.on()
+    return dbfeatures.batch_statements() and not citus.on()
 
 
 _AT_REST = f"""

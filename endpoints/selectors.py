@@ -10,6 +10,7 @@ from django.db import connection
 from django.db.models import Q, QuerySet
 
 from endpoints.models import Endpoint, EndpointSecret, Membership
+from relayproject.lib import dbfeatures
 
 
 def live_secrets(
@@ -18,7 +19,7 @@ def live_secrets(
     """Secrets that still sign, newest first, for each endpoint (all of one
     merchant when given: on Citus, the statement runs on its shard)."""
     secrets: dict[str, list[str]] = defaultdict(list)
-    if merchant_id is None and connection.vendor == "postgresql":
+    if merchant_id is None and dbfeatures.batch_statements():
         # Every claim asks this: the text written once, not compiled by the ORM
         # each time (the dispatcher's load_sql.py explains; this is its SECRETS).
         field = EndpointSecret._meta.get_field("secret")
@@ -61,7 +62,7 @@ def breakers_not_closed(
     probe time (all of one merchant when given: on Citus, one shard)."""
     from endpoints.models import EndpointHealth
 
-    if merchant_id is None and connection.vendor == "postgresql":
+    if merchant_id is None and dbfeatures.batch_statements():
         # A busy dispatcher asks this 20 times a second: written once, as
         # live_secrets is.
         with connection.cursor() as cursor:

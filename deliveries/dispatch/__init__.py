@@ -22,12 +22,16 @@ Read in this order:
 - ``lanes.py``       which queued job goes next: a lane per endpoint,
                      round-robin, one at a time once an endpoint fails.
 - ``claiming.py``    every locking query (fair SKIP LOCKED claims under the
-                     merchants' and endpoints' max_in_flight, leases, probes,
+                     merchants' and endpoints' max_in_flight, leases,
                      release), nothing else.
+- ``single_claims.py`` claims of one row each: a breaker's probe, an
+                     endpoint's verification challenge.
 - ``due.py``         what a claim reads first: endpoints with due work and
                      room, merchants in turn, and their live claims.
 - ``claim_sql.py``   the claim's PostgreSQL statements, written so their
                      plans cannot drift with the statistics.
+- ``load_sql.py``    the reads after them (live claims, job rows) written
+                     once, not compiled by the ORM on every claim.
 - ``prepared.py``    the hot statements prepared once per session.
 - ``shares.py``      how a claim's rows are shared among merchants, then
                      endpoints (pure).

@@ -68,7 +68,7 @@ WITH live AS MATERIALIZED (
         LIMIT 1
     ) AS due
     WHERE e.is_active
-    -- awaiting verification: held, no attempt spent (claim_verifications
+    -- awaiting verification: held, no attempt spent (single_claims.claim_verifications
     -- takes the one delivery that carries its challenge)
     AND NOT e.awaiting_verification
     AND (h.breaker_state = %(closed)s OR h.endpoint_id IS NULL)

@@ -28,8 +28,6 @@ from deliveries.dispatch.due import (
 from deliveries.dispatch.shares import merchant_shares
 from deliveries.lanes import lanes_advance
 from deliveries.models import Attempt, Delivery, ErrorKind
-from deliveries.verification import verification_make, verifications_due
-from endpoints import health
 from relayproject.lib import citus
 
 logger = logging.getLogger(__name__)
@@ -39,7 +37,7 @@ logger = logging.getLogger(__name__)
 # One lock per merchant covers its endpoints too: each endpoint has one
 # merchant, and every claim counts an endpoint only under its merchant's lock.
 MERCHANT_LOCK_SPACE = 0x726D
-_CLAIM_FIELDS = (
+CLAIM_FIELDS = (
     "id",
     "status",
     "claimed_by",
@@ -81,18 +79,33 @@ def claim_batch(
     shared fairly among their merchants, then among each merchant's endpoints,
     none past its max_in_flight and no merchant past its own.
 
-    Four statements in one short transaction: which endpoints have due work,
-    which of their merchants no other claim is counting right now (a
-    transaction-level advisory lock each, tried, never waited for), how many
-    live claims those merchants and their endpoints have, then each
+    Which endpoints have due work (one read, before any transaction; nothing
+    due ends the claim there), then three statements in one short
+    transaction: which of their merchants no other claim is counting right
+    now (a transaction-level advisory lock each, tried, never waited for),
+    how many live claims those merchants and their endpoints have, then each
     endpoint's own oldest due rows, SKIP LOCKED.
     """
     claim = Claim(lease_until=now + timedelta(seconds=lease_seconds))
     if limit <= 0:
         return claim
-    with prepared.statements(), transaction.atomic():
+    with prepared.statements():
+        # Before the transaction: a lock-free read whose every finding is
+        # checked again under the locks below (and under READ COMMITTED each
+        # statement reads its own snapshot anyway), so a claim that finds
+        # nothing due, as most do on a quiet relay, is one round trip, not
+        # BEGIN, the read and COMMIT.
         due = endpoints_with_due_work(now=now, limit=limit)
-        merchants = _merchants_to_count(
+        if not due:
+            return claim
+        return _claim_due(due, claim=claim, worker_id=worker_id, now=now, limit=limit)
+
+
+def _claim_due(
+    due: dict, *, claim: Claim, worker_id: str, now: datetime, limit: int
+) -> Claim:
+    with transaction.atomic():
+        merchants = merchants_to_count(
             list(dict.fromkeys(d.merchant_id for d in due.values()))
         )
         counting = {e: d for e, d in due.items() if d.merchant_id in merchants}
@@ -109,12 +122,12 @@ def claim_batch(
             worker_id=worker_id,
             lease_until=claim.lease_until,
         )
-        _take(rows, claim=claim, worker_id=worker_id, now=now)
+        rows_take(rows, claim=claim, worker_id=worker_id, now=now)
     log_claim(claim)
     return claim
 
 
-def _merchants_to_count(merchant_ids: list[int]) -> list[int]:
+def merchants_to_count(merchant_ids: list[int]) -> list[int]:
     """The merchants this claim may count and take from: on PostgreSQL those
     whose advisory lock it gets, so two claims never count one merchant's live
     claims (nor any of its endpoints') at once: the merchant's and its
@@ -182,114 +195,14 @@ def _due_rows_locked(
                 next_attempt_at__lte=now,
             )
             .order_by("next_attempt_at")
-            .values(*_CLAIM_FIELDS[:-1])[:share]
+            .values(*CLAIM_FIELDS[:-1])[:share]
         ]
     for row in rows:
         row["endpoint__max_attempts"] = max_attempts[row["endpoint_id"]]
     return rows
 
 
-def claim_probes(*, worker_id: str, now: datetime, lease_seconds: float) -> Claim:
-    """For each endpoint whose breaker cooldown is over, claim exactly one probe.
-
-    The conditional UPDATE on the health row decides the winner: under
-    concurrent dispatchers only one sees the row still due for a probe. A
-    half-open breaker whose probe was lost with its worker is due again once
-    the probe's lease has run out (next_probe_at is set to it).
-    """
-    claim = Claim(lease_until=now + timedelta(seconds=lease_seconds))
-    for endpoint_id, merchant_id, merchant_cap in health.probes_due(now=now):
-        with transaction.atomic():
-            won = health.probe_win(
-                endpoint_id=endpoint_id,
-                merchant_id=merchant_id,
-                now=now,
-                lease_until=claim.lease_until,
-            )
-            if not won:
-                continue
-            # A probe is a send like any other: it counts against its
-            # merchant's cap, counted under the merchant's lock as a claim's
-            # rows are (600 breakers due together must not take 600 slots).
-            # Checked once the probe is won, so the health row still decides
-            # between dispatchers; without room it is undone, due next look.
-            if not _merchant_room(merchant_id, cap=merchant_cap, now=now):
-                transaction.set_rollback(True)
-                continue
-            rows = list(
-                Delivery.objects.select_for_update(skip_locked=True, of=("self",))
-                .filter(
-                    merchant_id=merchant_id,  # one shard on Citus
-                    endpoint_id=endpoint_id,
-                    status__in=DUE_STATUSES,
-                    next_attempt_at__lte=now,
-                )
-                .order_by("next_attempt_at")
-                .values(*_CLAIM_FIELDS)[:1]
-            )
-            taken = _take(rows, claim=claim, worker_id=worker_id, now=now)
-            if taken:
-                claim.probe_ids.add(taken[0])
-                health.probe_taken(
-                    endpoint_id=endpoint_id,
-                    merchant_id=merchant_id,
-                    delivery_id=taken[0],
-                )
-            else:
-                health.probe_none_due(
-                    endpoint_id=endpoint_id, merchant_id=merchant_id, now=now
-                )
-    log_claim(claim)
-    return claim
-
-
-def claim_verifications(
-    *, worker_id: str, now: datetime, lease_seconds: float
-) -> Claim:
-    """For each endpoint awaiting verification, its challenge's delivery:
-    made if no dispatcher has made it yet, claimed when due.
-
-    The only deliveries of such an endpoint any claim takes (claim_sql.DUE
-    and the probes pass it by). SKIP LOCKED on the endpoint row (making) and
-    on the delivery row (claiming) decide between dispatchers.
-    """
-    claim = Claim(lease_until=now + timedelta(seconds=lease_seconds))
-    for endpoint_id, merchant_id, delivery_id in verifications_due(now=now):
-        with transaction.atomic():
-            if not delivery_id:
-                delivery_id = verification_make(
-                    endpoint_id=endpoint_id, merchant_id=merchant_id, now=now
-                )
-                if not delivery_id:
-                    continue
-            rows = list(
-                Delivery.objects.select_for_update(skip_locked=True, of=("self",))
-                .filter(
-                    pk=delivery_id,
-                    merchant_id=merchant_id,  # one shard on Citus
-                    endpoint_id=endpoint_id,
-                    status__in=DUE_STATUSES,
-                    next_attempt_at__lte=now,
-                )
-                .values(*_CLAIM_FIELDS)
-            )
-            claim.verification_ids.update(
-                _take(rows, claim=claim, worker_id=worker_id, now=now)
-            )
-    log_claim(claim)
-    return claim
-
-
-def _merchant_room(merchant_id: int, *, cap: int | None, now: datetime) -> bool:
-    """Whether the merchant may have one more send now (its lock taken, to commit)."""
-    if not _merchants_to_count([merchant_id]):
-        return False  # another claim is counting it
-    if cap is None:
-        cap = settings.MERCHANT_MAX_IN_FLIGHT
-    return live_claims([merchant_id], now=now).merchants.get(merchant_id, 0) < cap
-
-
-def _take(
+def rows_take(
     rows: list[dict], *, claim: Claim, worker_id: str, now: datetime
 ) -> list[str]:
     """Mark locked rows delivering; expired leases spend their lost attempt first."""

@@ -28,7 +28,7 @@ from collections import Counter as Tally
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from deliveries.dispatch import claiming, gate, spans
+from deliveries.dispatch import claiming, gate, single_claims, spans
 from deliveries.dispatch.jobs import Job, jobs_load
 from deliveries.dispatch.outage import DB_ERRORS, database_down, reconnect
 from deliveries.dispatch.recorder import Flushed, Recorder, Stats
@@ -322,13 +322,13 @@ class Dispatcher:
             # Cooldowns are minutes long: looking twice a second is plenty,
             # and spares every other claim a round trip.
             self._probes_after = self.clock.monotonic() + PROBE_EVERY_SECONDS
-            probes = claiming.claim_probes(
+            probes = single_claims.claim_probes(
                 worker_id=self.worker_id, now=now, lease_seconds=self.lease_seconds
             )
             # Handed over before the next claim: its failure must not strand them.
             handled += self._take(probes, now=now)
             handled += self._take(
-                claiming.claim_verifications(
+                single_claims.claim_verifications(
                     worker_id=self.worker_id, now=now, lease_seconds=self.lease_seconds
                 ),
                 now=now,

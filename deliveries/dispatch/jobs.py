@@ -91,8 +91,9 @@ def jobs_load(
             delivery_ids, merchants=merchants, lease_until=lease_until, now=now
         )
     else:
-        rows = _rows(delivery_ids, lease_until=lease_until)
-        secrets = live_secrets(endpoint_ids={r[_ENDPOINT] for r in rows}, now=now)
+        with prepared.statements():  # both texts the same whatever the batch
+            rows = _rows(delivery_ids, lease_until=lease_until)
+            secrets = live_secrets(endpoint_ids={r[_ENDPOINT] for r in rows}, now=now)
     challenges = challenges_of(set(verification_ids))
     bodies: dict[str, bytes] = {}
     permanent_everywhere = frozenset(settings.PERMANENT_FAILURE_STATUSES)

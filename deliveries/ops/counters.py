@@ -10,6 +10,7 @@ from collections import Counter as Tally
 from dataclasses import dataclass
 
 from deliveries.models import Counter
+from relayproject.lib import dbfeatures
 
 DELIVERIES = "deliveries_total"  # label: outcome (succeeded, dead)
 ATTEMPTS = "attempts_total"  # label: result (succeeded, retry, dead, gone)
@@ -88,7 +89,7 @@ def counters_add(*, shard: str, tally: Tally) -> None:
     if not rows:
         return
     table = Counter._meta.db_table
-    if connection.vendor == "postgresql":
+    if dbfeatures.batch_statements():
         # One text whatever the number of series (a flush's histogram buckets
         # vary): psycopg converts it once, not per flush.
         names, labels, amounts = (list(c) for c in zip(*rows, strict=True))

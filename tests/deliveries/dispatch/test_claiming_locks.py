@@ -15,7 +15,7 @@ from datetime import timedelta
 import pytest
 from django.db import connection
 
-from deliveries.dispatch import claiming
+from deliveries.dispatch import claiming, single_claims
 from deliveries.models import Attempt, Delivery
 from deliveries.services import EventInput, events_publish
 from endpoints.models import EndpointHealth
@@ -234,7 +234,7 @@ def test_only_one_of_two_concurrent_claimers_wins_the_probe(monkeypatch):
     first_took = threading.Event()
     holder: list[int] = []
     go_on = threading.Event()
-    take = claiming._take
+    take = single_claims.rows_take
 
     def take_and_hold(rows, **kwargs):
         # The first winner pauses inside its claim transaction, so the other
@@ -246,12 +246,14 @@ def test_only_one_of_two_concurrent_claimers_wins_the_probe(monkeypatch):
             assert go_on.wait(WAIT)
         return taken
 
-    monkeypatch.setattr(claiming, "_take", take_and_hold)
+    monkeypatch.setattr(single_claims, "rows_take", take_and_hold)
 
     def claimer(name: str) -> Callable[[], claiming.Claim]:
         def run() -> claiming.Claim:
             start.wait()
-            return claiming.claim_probes(worker_id=name, now=now, lease_seconds=LEASE)
+            return single_claims.claim_probes(
+                worker_id=name, now=now, lease_seconds=LEASE
+            )
 
         return run
 

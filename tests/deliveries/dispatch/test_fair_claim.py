@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from deliveries.dispatch import claiming
+from deliveries.dispatch import claiming, single_claims
 from deliveries.dispatch.shares import fair_shares, merchant_shares
 from deliveries.models import Delivery
 from deliveries.services import EventInput, events_publish
@@ -234,7 +234,7 @@ def test_a_breakers_probe_waits_for_room_under_its_merchants_cap():
     assert claimed_per_endpoint(sent) == {healthy.pk: 1}
 
     def probe() -> set[str]:
-        return claiming.claim_probes(
+        return single_claims.claim_probes(
             worker_id="b", now=clock.now(), lease_seconds=LEASE
         ).probe_ids
 

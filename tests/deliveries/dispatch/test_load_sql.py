@@ -166,3 +166,18 @@ def test_breakers_not_closed_and_rows_at_rest_match_the_orm_forms(claimed):
         for e in (calm, tripped)
     ]
     assert health.rows_to_lock(outcomes) == {tripped.pk: tripped.merchant_id}
+
+
+def test_a_claim_that_finds_nothing_due_is_one_statement_outside_a_transaction(
+    on_postgres,
+):
+    from django.test.utils import CaptureQueriesContext
+
+    factories.endpoint()  # an endpoint, nothing published
+    with CaptureQueriesContext(connection) as queries:
+        claim = claiming.claim_batch(
+            worker_id="w", now=utcnow(), lease_seconds=60, limit=50
+        )
+    assert claim.delivery_ids == []
+    assert len(queries) == 1, [q["sql"][:60] for q in queries]
+    assert connection.get_autocommit()  # no transaction was opened, none left

@@ -9,7 +9,7 @@ from datetime import timedelta
 
 import pytest
 
-from deliveries.dispatch import claiming, outcomes, rescue
+from deliveries.dispatch import claiming, outcomes, rescue, single_claims
 from deliveries.dispatch.heartbeat import heartbeat_touch
 from deliveries.models import Attempt, Delivery, DispatcherHeartbeat
 from deliveries.ops import counters
@@ -156,13 +156,15 @@ def test_a_half_open_breaker_whose_probe_the_dead_held_is_due_a_new_probe():
     EndpointHealth.objects.filter(endpoint=endpoint).update(
         breaker_state=EndpointHealth.State.OPEN, next_probe_at=now
     )
-    probe = claiming.claim_probes(worker_id="gone", now=now, lease_seconds=LONG_LEASE)
+    probe = single_claims.claim_probes(
+        worker_id="gone", now=now, lease_seconds=LONG_LEASE
+    )
     assert len(probe.probe_ids) == 1
     beat("gone", ago=DEAD_AFTER + 5)
 
     rescue_now()
 
-    again = claiming.claim_probes(
+    again = single_claims.claim_probes(
         worker_id="heir", now=utcnow(), lease_seconds=LONG_LEASE
     )
     assert again.probe_ids == probe.probe_ids
