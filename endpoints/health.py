@@ -124,7 +124,9 @@ def rows_to_lock(outcomes: Iterable[Outcome]) -> dict[str, int | None]:
     merchants = {o.endpoint_id: o.merchant_id for o in outcomes}
     eventful = {o.endpoint_id for o in outcomes if o.is_probe or not o.succeeded}
     quiet = {e: m for e, m in merchants.items() if e not in eventful}
-    if _written_sql():
+    if not quiet:
+        at_rest = set()  # failures and probes only: every row is locked
+    elif _written_sql():
         with connection.cursor() as cursor:
             cursor.execute(_AT_REST, {"ids": list(quiet), "closed": State.CLOSED})
             at_rest = {pk for (pk,) in cursor.fetchall()}

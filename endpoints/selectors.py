@@ -19,12 +19,16 @@ def live_secrets(
     """Secrets that still sign, newest first, for each endpoint (all of one
     merchant when given: on Citus, the statement runs on its shard)."""
     secrets: dict[str, list[str]] = defaultdict(list)
+    endpoint_ids = list(endpoint_ids)
+    if not endpoint_ids:
+        return {}
     if merchant_id is None and dbfeatures.batch_statements():
         # Every claim asks this: the text written once, not compiled by the ORM
-        # each time (the dispatcher's load_sql.py explains; this is its SECRETS).
+        # each time (the dispatcher's load_sql.py says why). On Citus too: the
+        # same statement as the ORM's, over every shard.
         field = EndpointSecret._meta.get_field("secret")
         with connection.cursor() as cursor:
-            cursor.execute(_SECRETS_SQL, {"endpoints": list(endpoint_ids), "now": now})
+            cursor.execute(_SECRETS_SQL, {"endpoints": endpoint_ids, "now": now})
             for endpoint_id, secret in cursor.fetchall():
                 secrets[endpoint_id].append(
                     field.from_db_value(secret, None, connection)

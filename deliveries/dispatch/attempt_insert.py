@@ -31,13 +31,16 @@ def attempts_insert(rows: list[dict]) -> None:
     if not backend.binds_arrays():
         Attempt.objects.bulk_create([Attempt(**row) for row in rows])
         return
+    names = {name for _, name, _ in _fields()}
+    for row in rows:
+        if unknown := row.keys() - names:  # as Attempt(**row) would refuse it
+            raise TypeError(f"Attempt has no field {', '.join(sorted(unknown))}")
     _merchants_fill(rows)
     columns = []
     for field, name, as_is in _fields():
         values = [row.get(name, _MISSING) for row in rows]
         if _MISSING in values:
-            default = field.get_default()
-            values = [default if v is _MISSING else v for v in values]
+            values = [field.get_default() if v is _MISSING else v for v in values]
         if not as_is:
             values = [field.get_db_prep_save(v, connection) for v in values]
         columns.append(values)

@@ -60,5 +60,7 @@ def records_apart(conn: BaseDatabaseWrapper | None = None) -> bool:
 def runs_written_sql(conn: BaseDatabaseWrapper | None = None) -> bool:
     """The claim's hot reads run as SQL written out once (claim_sql.py,
     load_sql.py), not compiled by the ORM each time. SQLite runs their ORM
-    forms; so does Citus where a statement must name its merchant's shard."""
+    forms. On Citus a read that must name its merchant's shard keeps its own
+    path (jobs._rows_per_merchant); load_sql.LIVE is the ORM form's statement
+    there too (merchant_id = ANY)."""
     return _postgresql(conn)

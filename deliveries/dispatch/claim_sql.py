@@ -11,7 +11,7 @@ import functools
 from deliveries.models import Delivery
 from endpoints.models import Endpoint, EndpointHealth, Merchant
 
-# claiming._endpoints_with_due_work: the question its ORM form (SQLite) asks,
+# due.endpoints_with_due_work: the question its ORM form (SQLite) asks,
 # written so that PostgreSQL's plan cannot drift with its statistics:
 # - the oldest-due probe bounds (endpoint_id, next_attempt_at) by row
 #   comparisons, which only delivery_endpoint_due_idx can serve in order, and

@@ -157,7 +157,7 @@ def _due_rows_locked(
 
     On PostgreSQL the same statement marks the pending ones delivering under
     the lease (row["taken"]), a round trip less; expired leases are left to
-    _take, which spends their lost attempt first."""
+    rows_take, which spends their lost attempt first."""
     if not shares:
         return []
     if backend.shared_by_dispatchers():

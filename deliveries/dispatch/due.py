@@ -1,8 +1,10 @@
 """What a claim reads before it locks rows: the endpoints with due work and
 room, merchants in turn, and the live claims that decide the room.
 
-claiming.py runs these inside its claim transaction; on PostgreSQL the first
-is claim_sql.DUE, on SQLite its ORM form here.
+claiming.py runs the first before its claim transaction (a lock-free read,
+checked again under the locks) and the live claims inside it, under the
+merchants' locks. On PostgreSQL they are claim_sql.DUE and load_sql.LIVE, on
+SQLite their ORM forms here.
 """
 
 from __future__ import annotations

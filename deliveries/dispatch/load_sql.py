@@ -2,8 +2,9 @@
 the live claims it counts and the jobs it loads (their secrets are read by
 endpoints.selectors.live_secrets, written out there the same way).
 
-Their ORM forms (due.py, jobs.py, endpoints.selectors) run on SQLite and on
-Citus, where each statement must name its merchant. Here the text is written
+Their ORM forms (due.py, jobs.py, endpoints.selectors) run on SQLite, and on
+Citus where a statement must name its merchant (jobs._rows_per_merchant; LIVE
+is the same statement the ORM form makes there). Here the text is written
 once: compiling the ORM query again on every claim cost more Python than the
 statement's own round trip, and a claim woken by each publish pays it for a
 row or two. Columns that need a field's conversion (JSON, encrypted) are

@@ -246,7 +246,8 @@ def _attempt_row(item: Sent, verdict: retry.Verdict, *, worker_id: str) -> dict:
         "merchant_id": item.merchant_id,
         "number": item.attempt_count + 1,
         "started_at": item.started_at,
-        "response_ms": result.duration_ms,
+        # A float whatever the sender gave: one array of one type (attempt_insert).
+        "response_ms": float(result.duration_ms),
         "status_code": result.status_code,
         "error_kind": storable_text(result.error_kind, limit=40)
         or _status_kind(item, verdict),

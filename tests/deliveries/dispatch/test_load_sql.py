@@ -181,3 +181,22 @@ def test_a_claim_that_finds_nothing_due_is_one_statement_outside_a_transaction(
     assert claim.delivery_ids == []
     assert len(queries) == 1, [q["sql"][:60] for q in queries]
     assert connection.get_autocommit()  # no transaction was opened, none left
+
+
+def test_an_attempt_field_that_does_not_exist_is_refused_and_nothing_written(
+    claimed,
+):
+    claim, _ = claimed
+    delivery = Delivery.objects.get(pk=claim.delivery_ids[0])
+    row = {
+        "delivery_id": delivery.pk,
+        "endpoint_id": delivery.endpoint_id,
+        "merchant_id": delivery.merchant_id,
+        "number": 1,
+        "started_at": utcnow(),
+        "outcome": "retry",
+        "respnse_ms": 3.0,  # misspelt
+    }
+    with pytest.raises(TypeError, match="respnse_ms"):
+        attempts_insert([row])
+    assert not Attempt.objects.exists()
