@@ -33,7 +33,18 @@ def endpoint_merchants(endpoint_ids) -> dict[str, int]:
 
 
 def fill_merchants(rows) -> None:
-    """Give each row without a merchant_id its endpoint's, in one query."""
+    """Give each row without a merchant_id its endpoint's, in one query. A row
+    is a model instance or a dict of its fields by attname (the dispatcher
+    writes attempts from dicts, deliveries/dispatch/attempt_insert.py)."""
+    if rows and isinstance(rows[0], dict):
+        missing = [
+            r for r in rows if r.get("merchant_id") is None and "endpoint_id" in r
+        ]
+        if missing:
+            merchants = endpoint_merchants(r["endpoint_id"] for r in missing)
+            for r in missing:
+                r["merchant_id"] = merchants.get(r["endpoint_id"])
+        return
     missing = [
         row for row in rows if row.merchant_id is None and hasattr(row, "endpoint_id")
     ]

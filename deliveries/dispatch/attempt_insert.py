@@ -20,7 +20,7 @@ from django.db import connection, models
 
 from deliveries.dispatch import backend, prepared
 from deliveries.models import Attempt
-from endpoints.merchant_keyed import endpoint_merchants
+from endpoints.merchant_keyed import fill_merchants
 
 
 def attempts_insert(rows: list[dict]) -> None:
@@ -31,11 +31,11 @@ def attempts_insert(rows: list[dict]) -> None:
     if not backend.binds_arrays():
         Attempt.objects.bulk_create([Attempt(**row) for row in rows])
         return
-    names = {name for _, name, _ in _fields()}
+    names = _names()
     for row in rows:
         if unknown := row.keys() - names:  # as Attempt(**row) would refuse it
             raise TypeError(f"Attempt has no field {', '.join(sorted(unknown))}")
-    _merchants_fill(rows)
+    fill_merchants(rows)
     columns = []
     for field, name, as_is in _fields():
         values = [row.get(name, _MISSING) for row in rows]
@@ -47,15 +47,6 @@ def attempts_insert(rows: list[dict]) -> None:
     with prepared.statements(), connection.cursor() as cursor:
         binary = prepared.binds_on_server(cursor)
         cursor.execute(_sql(binary), columns)
-
-
-def _merchants_fill(rows: list[dict]) -> None:
-    """A row without its merchant takes its endpoint's (merchant_keyed.py)."""
-    missing = [row for row in rows if row.get("merchant_id") is None]
-    if missing:
-        merchants = endpoint_merchants(row["endpoint_id"] for row in missing)
-        for row in missing:
-            row["merchant_id"] = merchants.get(row["endpoint_id"])
 
 
 # Fields whose value, of the right Python type, is what PostgreSQL is sent:
@@ -82,6 +73,11 @@ def _fields() -> tuple:
         for f in Attempt._meta.concrete_fields
         if not f.primary_key
     )
+
+
+@cache
+def _names() -> frozenset[str]:
+    return frozenset(name for _, name, _ in _fields())
 
 
 @cache

@@ -89,6 +89,10 @@ def counters_add(*, shard: str, tally: Tally) -> None:
     if not rows:
         return
     table = Counter._meta.db_table
+    upsert = (
+        f"ON CONFLICT (shard, name, label) DO UPDATE "
+        f"SET value = {table}.value + EXCLUDED.value"
+    )
     if dbfeatures.batch_statements():
         # One text whatever the number of series (a flush's histogram buckets
         # vary): psycopg converts it once, not per flush.
@@ -96,16 +100,13 @@ def counters_add(*, shard: str, tally: Tally) -> None:
         sql = (
             f"INSERT INTO {table} (shard, name, label, value) "
             "SELECT %s::text, * FROM unnest(%s::text[], %s::text[], %s::float8[]) "
-            f"ON CONFLICT (shard, name, label) DO UPDATE "
-            f"SET value = {table}.value + EXCLUDED.value"
+            + upsert
         )
         params = [shard, names, labels, amounts]
     else:
         values = ", ".join(["(%s, %s, %s, %s)"] * len(rows))
         sql = (
-            f"INSERT INTO {table} (shard, name, label, value) VALUES {values} "
-            f"ON CONFLICT (shard, name, label) DO UPDATE "
-            f"SET value = {table}.value + EXCLUDED.value"
+            f"INSERT INTO {table} (shard, name, label, value) VALUES {values} " + upsert
         )
         params = [x for row in rows for x in (shard, *row)]
     with connection.cursor() as cursor:
