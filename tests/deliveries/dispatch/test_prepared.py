@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from django.db import connection
+from django.db import connection, connections
 
 from deliveries.dispatch import claiming, prepared, session
 from deliveries.dispatch.session import limit_dispatcher_sessions
@@ -67,6 +67,8 @@ def test_the_setting_decides_whether_dispatcher_sessions_prepare(
 
     unconnected = NotYetConnected()
     monkeypatch.setattr(session, "connections", {"default": unconnected})
+    # Not this test process's own sessions: they stay on automatic plans.
+    monkeypatch.setattr(session, "_GENERIC_PLAN_ALIASES", set())
     limit_dispatcher_sessions()
     assert ("prepare_threshold" in unconnected.settings_dict["OPTIONS"]) is enabled
 
@@ -84,3 +86,55 @@ def test_a_web_session_prepares_the_publish_once_it_repeats(settings, enabled):
     assert prepared_count("%INSERT INTO deliveries_event%") == (1 if enabled else 0)
     assert connection.connection.prepare_threshold is None  # as Django left it
     assert Event.objects.count() == 10
+
+
+def plans_of(like: str) -> tuple[int, int]:
+    """(generic, custom) plans made so far for this session's statements like `like`."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT coalesce(sum(generic_plans), 0), coalesce(sum(custom_plans), 0)"
+            " FROM pg_prepared_statements WHERE statement LIKE %s",
+            [like],
+        )
+        return tuple(cursor.fetchone())
+
+
+def test_a_dispatcher_session_plans_the_claim_once_not_at_every_claim():
+    # Left to PostgreSQL (plan_cache_mode = auto), the lock-and-mark over the
+    # day-partitioned deliveries is planned anew at every claim (a custom
+    # plan prunes partitions while planning, so it always looks cheaper).
+    endpoint = factories.endpoint()
+    connection.ensure_connection()
+    raw = connection.connection
+    raw.prepare_threshold = prepared.PREPARE_THRESHOLD
+    session.generic_plans(connection)  # as a dispatcher's sessions get it
+    try:
+        for _ in range(prepared.PREPARE_THRESHOLD + 8):
+            event_publish(merchant=endpoint.merchant, type="a", data={})
+            claim = claiming.claim_batch(
+                worker_id="w", now=utcnow(), lease_seconds=60, limit=5
+            )
+            assert len(claim.delivery_ids) == 1
+        generic, custom = plans_of("%FOR UPDATE SKIP LOCKED%")
+        assert custom == 0 and generic >= 8
+    finally:
+        raw.prepare_threshold = None
+        with raw.cursor() as cursor:
+            cursor.execute("RESET plan_cache_mode")
+
+
+def test_only_a_dispatcher_process_sessions_plan_generically():
+    probe = connections["default"].copy("dispatcher_probe")
+    connections["dispatcher_probe"] = probe
+    try:
+        limit_dispatcher_sessions("dispatcher_probe")
+        with probe.cursor() as cursor:
+            cursor.execute("SHOW plan_cache_mode")
+            assert cursor.fetchone()[0] == "force_generic_plan"
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW plan_cache_mode")
+            assert cursor.fetchone()[0] == "auto"
+    finally:
+        probe.close()
+        del connections["dispatcher_probe"]
+        session._GENERIC_PLAN_ALIASES.discard("dispatcher_probe")
