@@ -257,9 +257,10 @@ def _attempt_row(item: Sent, verdict: retry.Verdict, *, worker_id: str) -> dict:
         "worker_id": worker_id,
         "outcome": str(verdict),
         "request_url": result.request_url or None,
-        "request_headers": [list(h) for h in result.request_headers] or None,
+        # Pairs as tuples: JSON writes them as the same arrays as lists.
+        "request_headers": list(result.request_headers) or None,
         "response_headers": [
-            [storable_text(name), storable_text(value)]
+            (storable_text(name), storable_text(value))
             for name, value in result.response_headers
         ]
         or None,

@@ -124,6 +124,7 @@ class SendLoop:
         self._capacity_due = False
         self._tasks: set[asyncio.Task] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._traced = False
         self._done: asyncio.Event | None = None
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, name="sendloop", daemon=True)
@@ -183,6 +184,10 @@ class SendLoop:
     async def _main(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._done = asyncio.Event()
+        # Asked once per loop, not per send (with no provider the question
+        # reads the environment each time): a process installs its tracer
+        # provider, if any, before it starts a dispatcher (apps.py).
+        self._traced = spans_made()
         if self.liveness is not None:
             # A plain timer callback, not a task: after a freeze it runs in the
             # loop's first turn, before any send's continuation can start more.
@@ -293,7 +298,7 @@ class SendLoop:
         # With no tracer provider the span would be a no-op whose attributes
         # (the URL parsed again, ids) are built and dropped on every send, and
         # its traceparent would be empty anyway.
-        span = spans.send_span_start(job) if spans_made() else None
+        span = spans.send_span_start(job) if self._traced else None
         try:
             if span is None:
                 result = await self._attempt(job, started_at)

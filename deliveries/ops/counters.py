@@ -6,6 +6,7 @@ not be summed across hosts; rows sharded by process can.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import Counter as Tally
 from dataclasses import dataclass
 
@@ -28,14 +29,27 @@ class Histogram:
     help: str
     buckets: tuple[float, ...]
 
+    def __post_init__(self) -> None:
+        # Every observation of every delivery adds to these: their keys are
+        # made once, not formatted again per bucket per observation.
+        keys = {
+            "_sum_key": (f"{self.name}_sum", ""),
+            "_count_key": (f"{self.name}_count", ""),
+            "_bucket_keys": tuple(
+                (f"{self.name}_bucket", label)
+                for label in [*(str(b) for b in self.buckets), "+Inf"]
+            ),
+        }
+        for attr, key in keys.items():
+            object.__setattr__(self, attr, key)
+
     def observe(self, tally: Tally, seconds: float) -> None:
         """Add one observation to a tally (cumulative buckets, as Prometheus has them)."""
-        tally[(f"{self.name}_sum", "")] += seconds
-        tally[(f"{self.name}_count", "")] += 1
-        for bound in self.buckets:
-            if seconds <= bound:
-                tally[(f"{self.name}_bucket", str(bound))] += 1
-        tally[(f"{self.name}_bucket", "+Inf")] += 1
+        tally[self._sum_key] += seconds
+        tally[self._count_key] += 1
+        # Every bucket whose bound is >= seconds, and +Inf.
+        for key in self._bucket_keys[bisect_left(self.buckets, seconds) :]:
+            tally[key] += 1
 
 
 ATTEMPT_DURATION = Histogram(

@@ -24,4 +24,9 @@ def storable_text(value: str | None, *, limit: int | None = None) -> str:
     """
     if not value:
         return ""
-    return UNSTORABLE.sub(REPLACEMENT, value[:limit])
+    value = value[:limit]
+    if value.isascii() and "\0" not in value:
+        # The usual case (a status line's words, ids, ASCII headers), every
+        # attempt: no lone surrogate is ASCII, so only a NUL could need work.
+        return value
+    return UNSTORABLE.sub(REPLACEMENT, value)
