@@ -29,18 +29,23 @@ def prepared_claims() -> int:
     return prepared_count("%FOR UPDATE SKIP LOCKED%")
 
 
+def claims_of_one(endpoint, times: int) -> None:
+    """Publish one event, claim its one delivery; `times` times."""
+    for _ in range(times):
+        event_publish(merchant=endpoint.merchant, type="a", data={})
+        claim = claiming.claim_batch(
+            worker_id="w", now=utcnow(), lease_seconds=60, limit=5
+        )
+        assert len(claim.delivery_ids) == 1
+
+
 def test_a_dispatcher_session_prepares_the_claim_once_it_repeats():
     endpoint = factories.endpoint()
     connection.ensure_connection()
     raw = connection.connection
     raw.prepare_threshold = prepared.PREPARE_THRESHOLD  # as session.py sets it
     try:
-        for _ in range(prepared.PREPARE_THRESHOLD + 1):
-            event_publish(merchant=endpoint.merchant, type="a", data={})
-            claim = claiming.claim_batch(
-                worker_id="w", now=utcnow(), lease_seconds=60, limit=5
-            )
-            assert len(claim.delivery_ids) == 1
+        claims_of_one(endpoint, prepared.PREPARE_THRESHOLD + 1)
         assert prepared_claims() == 1
     finally:
         raw.prepare_threshold = None
@@ -109,12 +114,7 @@ def test_a_dispatcher_session_plans_the_claim_once_not_at_every_claim():
     raw.prepare_threshold = prepared.PREPARE_THRESHOLD
     session.generic_plans(connection)  # as a dispatcher's sessions get it
     try:
-        for _ in range(prepared.PREPARE_THRESHOLD + 8):
-            event_publish(merchant=endpoint.merchant, type="a", data={})
-            claim = claiming.claim_batch(
-                worker_id="w", now=utcnow(), lease_seconds=60, limit=5
-            )
-            assert len(claim.delivery_ids) == 1
+        claims_of_one(endpoint, prepared.PREPARE_THRESHOLD + 8)
         generic, custom = plans_of("%FOR UPDATE SKIP LOCKED%")
         assert custom == 0 and generic >= 8
     finally:
