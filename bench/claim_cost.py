@@ -29,9 +29,11 @@ from pathlib import Path
 
 from deliveries_bench import tables_empty  # bench/, beside this script
 
-from relayproject.lib.clock import utcnow
-
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # the project, whatever the working directory
+
+from relayproject.lib.clock import utcnow  # noqa: E402
+
 DEFAULT_DB = "postgres://postgres@127.0.0.1:5432/bench_claim"
 BATCH = 50
 ROUNDS = 30
