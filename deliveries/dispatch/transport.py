@@ -112,6 +112,10 @@ class AsyncSender:
     Create it, await send() from one event loop, and await close() on that loop.
     """
 
+    # Every attempt ends within `timeout` (send() awaits nothing outside its
+    # asyncio.timeout), so the send loop adds no deadline of its own.
+    keeps_deadline = True
+
     def __init__(
         self,
         *,
