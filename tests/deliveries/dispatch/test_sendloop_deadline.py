@@ -6,13 +6,12 @@ from __future__ import annotations
 import asyncio
 import queue
 import time
-from datetime import timedelta
 
 from deliveries.dispatch import sendloop
-from deliveries.dispatch.jobs import Job
 from deliveries.dispatch.sendloop import Finished, SendLoop, Stopped
 from deliveries.models import ErrorKind
-from relayproject.lib.clock import SystemClock, utcnow
+from relayproject.lib.clock import SystemClock
+from tests.support.jobs import a_job
 
 
 class NeverAnswers:
@@ -21,24 +20,6 @@ class NeverAnswers:
 
     async def send(self, request):
         await asyncio.Event().wait()
-
-
-def job() -> Job:
-    return Job(
-        delivery_id="dlv_1",
-        event_id="evt_1",
-        endpoint_id="ep_1",
-        url="http://127.0.0.1:9/hook",
-        body=b"{}",
-        secrets=["whsec_c2VjcmV0"],
-        attempt_count=0,
-        budget_start=0,
-        max_attempts=3,
-        rate_limit_per_second=None,
-        max_in_flight=4,
-        is_probe=False,
-        lease_until=utcnow() + timedelta(seconds=60),
-    )
 
 
 def next_of(kind: type, outbox: queue.SimpleQueue, *, within: float):
@@ -62,7 +43,7 @@ def test_a_sender_keeping_no_deadline_is_ended_by_the_loop(monkeypatch):
     loop.start()
     try:
         began = time.monotonic()
-        loop.add([job()])
+        loop.add([a_job(url="http://127.0.0.1:9/hook")])
         done = next_of(Finished, outbox, within=5)
         took = time.monotonic() - began
     finally:

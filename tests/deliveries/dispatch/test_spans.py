@@ -2,38 +2,12 @@
 
 from __future__ import annotations
 
-import dataclasses
-from datetime import UTC, datetime
-
 import pytest
 from opentelemetry.trace import SpanKind, StatusCode
 
 from deliveries.dispatch import spans as dispatch_spans
-from deliveries.dispatch.jobs import Job
 from deliveries.dispatch.transport import SendResult
-
-PUBLISH = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
-
-
-def _job(**changes) -> Job:
-    job = Job(
-        delivery_id="dlv_1",
-        event_id="evt_1",
-        endpoint_id="ep_1",
-        url="https://user:pw@hooks.example.com:8443/in/x?token=s3cret#frag",
-        body=b'{"data": {"card": "4242"}}',
-        secrets=["whsec_c2VjcmV0"],
-        attempt_count=2,
-        budget_start=0,
-        max_attempts=3,
-        rate_limit_per_second=None,
-        max_in_flight=32,
-        is_probe=False,
-        lease_until=datetime(2026, 12, 3, tzinfo=UTC),
-        merchant_id=7,
-        traceparent=PUBLISH,
-    )
-    return dataclasses.replace(job, **changes)
+from tests.support.jobs import a_job
 
 
 @pytest.mark.parametrize(
@@ -49,7 +23,7 @@ def test_the_traced_url_has_no_query_fragment_or_credentials(url, traced):
 
 
 def test_a_send_span_follows_the_http_client_conventions_and_links_the_publish(spans):
-    job = _job()
+    job = a_job()
     span = dispatch_spans.send_span_start(job)
     dispatch_spans.send_span_end(
         span, job, SendResult(status_code=503, duration_ms=12.5)
@@ -79,7 +53,7 @@ def test_a_send_span_follows_the_http_client_conventions_and_links_the_publish(s
 
 
 def test_a_transport_error_is_the_error_type_and_a_success_has_none(spans):
-    first = _job(attempt_count=0)
+    first = a_job(attempt_count=0)
     span = dispatch_spans.send_span_start(first)
     dispatch_spans.send_span_end(
         span,
@@ -101,7 +75,7 @@ def test_a_transport_error_is_the_error_type_and_a_success_has_none(spans):
 
 
 def test_the_traceparent_header_continues_the_send_span(spans):
-    job = _job()
+    job = a_job()
     span = dispatch_spans.send_span_start(job)
     header = dispatch_spans.traceparent_header(span)
     dispatch_spans.send_span_end(span, job, SendResult(status_code=200, duration_ms=1))
