@@ -14,6 +14,7 @@ to Attempt is written here too, with its default.
 
 from __future__ import annotations
 
+import json
 from functools import cache
 
 from django.db import connection, models
@@ -37,11 +38,15 @@ def attempts_insert(rows: list[dict]) -> None:
             raise TypeError(f"Attempt has no field {', '.join(sorted(unknown))}")
     fill_merchants(rows)
     columns = []
-    for field, name, as_is in _fields():
+    for field, name, kind in _fields():
         values = [row.get(name, _MISSING) for row in rows]
         if _MISSING in values:
             values = [field.get_default() if v is _MISSING else v for v in values]
-        if not as_is:
+        if kind is _JSON:
+            # JSON text, cast to jsonb by the statement: what Django's
+            # JSONField would send, without its adapter object per value.
+            values = [None if v is None else json.dumps(v) for v in values]
+        elif kind is not _AS_IS:
             values = [field.get_db_prep_save(v, connection) for v in values]
         columns.append(values)
     with prepared.statements(), connection.cursor() as cursor:
@@ -51,8 +56,9 @@ def attempts_insert(rows: list[dict]) -> None:
 
 # Fields whose value, of the right Python type, is what PostgreSQL is sent:
 # their get_db_prep_save would only check and copy it, a call per field and
-# row. The rest (JSON) go through it.
-_AS_IS = (
+# row. JSON fields with Django's own encoder go as JSON text; any other field
+# goes through get_db_prep_save.
+_AS_IS_FIELDS = (
     models.CharField,
     models.TextField,
     models.IntegerField,
@@ -60,6 +66,15 @@ _AS_IS = (
     models.DateTimeField,
     models.ForeignKey,
 )
+_AS_IS, _JSON, _PREPARED = "as is", "json", "prepared"
+
+
+def _kind(field: models.Field) -> str:
+    if isinstance(field, _AS_IS_FIELDS):
+        return _AS_IS
+    if isinstance(field, models.JSONField) and field.encoder is None:
+        return _JSON
+    return _PREPARED
 
 
 _MISSING = object()
@@ -67,9 +82,9 @@ _MISSING = object()
 
 @cache
 def _fields() -> tuple:
-    """(field, attname, passed as is) of every column written."""
+    """(field, attname, how its values are sent) of every column written."""
     return tuple(
-        (f, f.attname, isinstance(f, _AS_IS))
+        (f, f.attname, _kind(f))
         for f in Attempt._meta.concrete_fields
         if not f.primary_key
     )
@@ -85,9 +100,14 @@ def _sql(binary: bool) -> str:
     # Binary parameters need server-side binding; a session without it
     # (DB_PREPARED_STATEMENTS off) binds the same arrays as text.
     mark = "%b" if binary else "%s"
-    fields = [field for field, *_ in _fields()]
-    names = ", ".join(connection.ops.quote_name(f.column) for f in fields)
-    arrays = ", ".join(f"{mark}::{f.db_type(connection)}[]" for f in fields)
+    fields = _fields()
+    names = ", ".join(connection.ops.quote_name(f.column) for f, *_ in fields)
+    arrays = ", ".join(
+        f"{mark}::text[]::{f.db_type(connection)}[]"
+        if kind is _JSON
+        else f"{mark}::{f.db_type(connection)}[]"
+        for f, _, kind in fields
+    )
     return (
         f"INSERT INTO {connection.ops.quote_name(Attempt._meta.db_table)} ({names}) "
         f"SELECT * FROM unnest({arrays})"

@@ -139,6 +139,37 @@ def test_an_attempt_field_left_out_is_written_with_its_default(claimed):
         assert cursor.fetchone() == ("array",)
 
 
+def test_attempt_headers_are_written_as_the_json_arrays_django_would_write(claimed):
+    # Pairs come as tuples (outcomes._attempt_row); JSON has only arrays.
+    claim, _ = claimed
+    delivery = Delivery.objects.get(pk=claim.delivery_ids[0])
+    sent = [("webhook-id", "evt_1"), ("x-token", "redacted, hmac 0a1b2c3d")]
+    answered = [("Server", "caf\u00e9 \u2615"), ("X-Quote", 'say "hi" \\ bye')]
+    attempts_insert(
+        [
+            {
+                "delivery_id": delivery.pk,
+                "endpoint_id": delivery.endpoint_id,
+                "number": 1,
+                "started_at": utcnow(),
+                "outcome": "succeeded",
+                "request_headers": sent,
+                "response_headers": answered,
+            }
+        ]
+    )
+    attempt = Attempt.objects.get(delivery_id=delivery.pk)
+    assert attempt.request_headers == [list(pair) for pair in sent]
+    assert attempt.response_headers == [list(pair) for pair in answered]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT jsonb_typeof(response_headers -> 0) FROM deliveries_attempt "
+            "WHERE delivery_id = %s",
+            [delivery.pk],
+        )
+        assert cursor.fetchone() == ("array",)
+
+
 def test_breakers_not_closed_and_rows_at_rest_match_the_orm_forms(claimed):
     from endpoints import health
     from endpoints.models import EndpointHealth
