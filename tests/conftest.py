@@ -7,6 +7,8 @@ import os
 import pytest
 from django.db import connection
 
+from tests.support import flush
+
 # The API's keys and merchants, for the tests of every face that calls it.
 from tests.support.api import (  # noqa: F401
     any_key,
@@ -17,6 +19,9 @@ from tests.support.api import (  # noqa: F401
 )
 
 ON_POSTGRES = os.environ.get("TEST_DATABASE_URL", "").startswith(("postgres", "pgsql"))
+
+# Transactional tests end with a DELETE of every table, not a TRUNCATE.
+flush.install()
 
 
 # Browser tests need Debian's Chromium. In CI a missing browser fails the run
