@@ -32,16 +32,15 @@ class Histogram:
     def __post_init__(self) -> None:
         # Every observation of every delivery adds to these: their keys are
         # made once, not formatted again per bucket per observation.
-        keys = {
-            "_sum_key": (f"{self.name}_sum", ""),
-            "_count_key": (f"{self.name}_count", ""),
-            "_bucket_keys": tuple(
-                (f"{self.name}_bucket", label)
-                for label in [*(str(b) for b in self.buckets), "+Inf"]
-            ),
-        }
-        for attr, key in keys.items():
-            object.__setattr__(self, attr, key)
+        labels = [*(str(bound) for bound in self.buckets), "+Inf"]
+        set_once = object.__setattr__  # the dataclass is frozen
+        set_once(self, "_sum_key", (f"{self.name}_sum", ""))
+        set_once(self, "_count_key", (f"{self.name}_count", ""))
+        set_once(
+            self,
+            "_bucket_keys",
+            tuple((f"{self.name}_bucket", label) for label in labels),
+        )
 
     def observe(self, tally: Tally, seconds: float) -> None:
         """Add one observation to a tally (cumulative buckets, as Prometheus has them)."""
