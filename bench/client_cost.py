@@ -1,9 +1,10 @@
-"""Client CPU per request: aiohttp (bench/ceiling.py) against a bare asyncio.Protocol.
+"""Client CPU per request: aiohttp (bench/ceiling.py), the relay's sender, a bare protocol.
 
 What an HTTP client with little Python per request could save the dispatcher's
 send loop (issue 21): the same POSTs, 512 in flight over 20 paths of one
 receiver (bench/receiver.py), keep-alive, measured as this process's CPU time
-per request. The bare client is a floor, not a sender: it writes a prebuilt
+per request. "relay" is the dispatcher's own AsyncSender
+(deliveries/dispatch/http1.py), limits and all. The bare client is a floor, not a sender: it writes a prebuilt
 request and reads a Content-Length answer, with none of the limits, TLS,
 chunked bodies or error handling a hostile receiver needs.
 
@@ -17,9 +18,11 @@ import argparse
 import asyncio
 import sys
 import time
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from ceiling import BODY, post_all
+from sendloop_cpu import django_setup
 
 
 class _Answer(asyncio.Protocol):
@@ -71,15 +74,40 @@ async def bare_all(base: str, *, ids: list[str], endpoints: int, in_flight: int)
     await asyncio.gather(*(worker() for _ in range(in_flight)))
 
 
+async def relay_all(base: str, *, ids: list[str], endpoints: int, in_flight: int):
+    from deliveries.dispatch.transport import AsyncSender, OutgoingRequest
+
+    sender = AsyncSender(timeout=30, body_limit=1024, allow_private=True)
+    queue = iter(enumerate(ids))
+
+    async def worker() -> None:
+        for n, wid in queue:
+            result = await sender.send(
+                OutgoingRequest(
+                    url=f"{base}/e{n % endpoints}",
+                    headers={"Content-Type": "application/json", "webhook-id": wid},
+                    body=BODY,
+                )
+            )
+            assert result.status_code == 200, result
+
+    try:
+        await asyncio.gather(*(worker() for _ in range(in_flight)))
+    finally:
+        await sender.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("url", help="receiver base URL")
     parser.add_argument("--count", type=int, default=20000)
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args(argv)
+    django_setup(Path(__file__).resolve().parent.parent)  # for the relay's sender
     ids = [f"evt_cost{i:07d}" for i in range(args.count)]
     for _ in range(args.rounds):
-        for name, run in (("aiohttp", post_all), ("bare", bare_all)):
+        runs = (("aiohttp", post_all), ("relay", relay_all), ("bare", bare_all))
+        for name, run in runs:
             cpu, wall = time.process_time(), time.monotonic()
             asyncio.run(run(args.url, ids=ids, endpoints=20, in_flight=512))
             cpu, wall = time.process_time() - cpu, time.monotonic() - wall

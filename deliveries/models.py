@@ -270,7 +270,7 @@ class ErrorKind:
     # recorded as its own kind so the delivery page can say why it was not
     # retried, even after the list changes.
     PERMANENT_STATUS = "permanent_status"
-    INVALID_RESPONSE = "invalid_response"  # a status line or headers aiohttp refused
+    INVALID_RESPONSE = "invalid_response"  # a status line or headers the parser refused
     # A verification challenge answered 2xx without echoing it: retried.
     CHALLENGE_NOT_ECHOED = "challenge_not_echoed"
 

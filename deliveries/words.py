@@ -29,7 +29,8 @@ KIND_WORDS = {
     ErrorKind.LEASE_EXPIRED: "The dispatcher sending it stopped before it finished",
     ErrorKind.INVALID_RESPONSE: "The response could not be read",
 }
-# Details that are the kind itself said again, in aiohttp's words.
+# Details that are the kind itself said again, in the words of the
+# sockets (and of aiohttp, which recorded attempts before http1.py did).
 _REFUSED_MARKERS = ("connection refused", "connect call failed")
 # "ClientConnectorError: Cannot connect to host ... ssl:default [...]"
 _EXCEPTION = re.compile(r"^[A-Z][A-Za-z]+(Error|Exception)\b")
@@ -40,7 +41,7 @@ def error_words(*, error_kind: str, error_message: str, status_code: int | None)
     """One attempt's failure in plain words ("" for a success).
 
     A status answer is its status; a connection failure says what the
-    socket said ("Connection refused"), never aiohttp's class name.
+    socket said ("Connection refused"), never an exception's class name.
     """
     if status_code is not None and not is_success(status_code):
         return status_words(status_code)

@@ -106,7 +106,7 @@ def check_host(
 def url_host_and_port(url: str) -> tuple[str, int]:
     """The host and port the sender connects to for url; refuses malformed URLs.
 
-    The host is yarl's (aiohttp's URL parser): lower-cased and, for a Unicode
+    The host is yarl's (the sender's URL parser too): lower-cased and, for a Unicode
     name, mapped by UTS 46, so an IP literal that only appears after that
     mapping (U+1FBF1 is a "1") is judged as the address it becomes.
     """
@@ -134,7 +134,7 @@ def url_host_and_port(url: str) -> tuple[str, int]:
         raise DestinationRefused("port 0 is not valid")
     port = port or DEFAULT_PORTS[parts.scheme]
     try:
-        parsed = URL(url)  # as aiohttp parses it, to connect
+        parsed = URL(url)  # as the sender parses it, to connect
         host = parsed.raw_host
     except (ValueError, UnicodeError) as exc:  # backslashes, labels IDNA refuses
         raise DestinationRefused(f"the URL is not valid: {exc}") from exc

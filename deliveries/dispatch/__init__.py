@@ -39,7 +39,8 @@ Read in this order:
 - ``session.py``     the dispatcher's database session limits.
 - ``jobs.py``        claimed rows -> Jobs: everything one send needs, read once.
 - ``gate.py``        which endpoints are held back (breakers seen open).
-- ``transport.py``   one HTTP request -> SendResult (aiohttp); writes nothing.
+- ``transport.py``   one HTTP request -> SendResult; writes nothing.
+- ``http1.py``       its HTTP/1.1 client: framing, pooled connections, limits.
 - ``resolver.py``    the destination policy at send time: resolve, check, pin.
 - ``outcomes.py``    record a flush of results, fenced by the lease.
 - ``delivery_update.py`` the flush's delivery rows: each verdict's columns,

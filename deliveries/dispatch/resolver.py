@@ -1,14 +1,13 @@
 """The destination policy on the async send path (CONTRACT section 4).
 
-aiohttp asks a resolver for a host's addresses and connects only to what it
-returns, so PolicyResolver is the seam: it resolves with the same check as
-save time (endpoints.destinations.check_host, one source of truth) and hands
-back only addresses that passed. TLS keeps verifying the certificate against
-the URL's host name, and SNI carries it, because aiohttp still knows the name.
+The sender connects only to addresses CheckedAddresses hands it, and those
+come from the same check as save time (endpoints.destinations.check_host,
+one source of truth). TLS still verifies the certificate against the URL's
+host name, and SNI carries it: the name is dialled by address, not replaced.
 
-aiohttp never asks a resolver about an IP-literal URL; check_literal covers
-those, and every numeric form a socket would map onto an address (127.1,
-2130706433, 0x7f000001), before a request starts.
+An IP-literal URL is never resolved; check_literal judges it, and every
+numeric form a socket would map onto an address (127.1, 2130706433,
+0x7f000001), before a request starts.
 """
 
 from __future__ import annotations
@@ -18,22 +17,19 @@ import functools
 import ipaddress
 import socket
 
-from aiohttp.abc import AbstractResolver, ResolveResult
-
 from endpoints import destinations
 
-
-class RefusedByPolicy(OSError):
-    """The policy refused a host. An OSError, so that aiohttp reports it as a
-    resolution failure and keeps it as the cause (see refusal_in)."""
-
-    def __init__(self, refused: destinations.DestinationRefused) -> None:
-        super().__init__(refused.reason)
-        self.refused = refused
+DNS_TTL_SECONDS = 10  # an allowed name's addresses are reused this long
+DNS_CACHE_SIZE = 4096
 
 
-class PolicyResolver(AbstractResolver):
-    """Resolves a host and returns its addresses only if every one is allowed."""
+class CheckedAddresses:
+    """The addresses the sender may dial for (host, port): a literal as it is,
+    a name resolved and judged by the policy, every address or none.
+
+    Only verdicts that allow are kept, for DNS_TTL_SECONDS; a refusal
+    (destinations.DestinationRefused) is raised, and judged afresh next time.
+    """
 
     def __init__(
         self,
@@ -44,24 +40,35 @@ class PolicyResolver(AbstractResolver):
         self.allow_private = allow_private
         # getaddrinfo blocks: it runs on the loop's default executor.
         self.resolve_sync = resolve or destinations.resolve_host
+        self._allowed: dict[tuple[str, int], tuple[float, list[str]]] = {}
 
-    async def resolve(
-        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
-    ) -> list[ResolveResult]:
+    async def __call__(self, host: str, port: int) -> list[str]:
+        if _is_address(host):
+            return [host]  # judged by check_literal before the send began
         loop = asyncio.get_running_loop()
-        try:
-            addresses = await loop.run_in_executor(None, self._check, host, port)
-        except destinations.DestinationRefused as refused:
-            raise RefusedByPolicy(refused) from refused
-        return [_result(host, address, port) for address in addresses]
+        now = loop.time()
+        kept = self._allowed.get((host, port))
+        if kept is not None and kept[0] > now:
+            return kept[1]
+        addresses = await loop.run_in_executor(None, self._check, host, port)
+        if len(self._allowed) >= DNS_CACHE_SIZE:
+            self._allowed.clear()
+        self._allowed[(host, port)] = (now + DNS_TTL_SECONDS, addresses)
+        return addresses
 
     def _check(self, host: str, port: int) -> list[str]:
         return destinations.check_host(
             host, port, allow_private=self.allow_private, resolve=self.resolve_sync
         )
 
-    async def close(self) -> None:
-        pass
+
+@functools.lru_cache(maxsize=4096)
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
 
 
 def check_literal(url: str, *, allow_private: bool) -> None:
@@ -92,20 +99,6 @@ def _check_literal_host(host: str, port: int, allow_private: bool) -> None:
     destinations.check_host(host, port, allow_private=allow_private)
 
 
-def refusal_in(exc: BaseException) -> destinations.DestinationRefused | None:
-    """The policy's refusal somewhere in exc's chain of causes, if any."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, RefusedByPolicy):
-            return current.refused
-        if isinstance(current, destinations.DestinationRefused):
-            return current
-        current = current.__cause__ or current.__context__
-    return None
-
-
 def _literal_address(host: str) -> str | None:
     try:
         return str(ipaddress.ip_address(host.strip("[]")))
@@ -116,15 +109,3 @@ def _literal_address(host: str) -> str | None:
         return socket.inet_ntoa(socket.inet_aton(host))
     except OSError:
         return None
-
-
-def _result(host: str, address: str, port: int) -> ResolveResult:
-    family = socket.AF_INET6 if ":" in address else socket.AF_INET
-    return ResolveResult(
-        hostname=host,
-        host=address,
-        port=port,
-        family=family,
-        proto=0,
-        flags=socket.AI_NUMERICHOST,
-    )

@@ -14,6 +14,7 @@ SendResult with an error kind (deliveries.models.ErrorKind), never an exception.
 from __future__ import annotations
 
 import asyncio
+import functools
 import resource
 import ssl
 import time
@@ -21,19 +22,16 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-import aiohttp
+from yarl import URL
 
-from deliveries.dispatch.resolver import PolicyResolver, check_literal, refusal_in
+from deliveries.dispatch import http1
+from deliveries.dispatch.resolver import CheckedAddresses, check_literal
 from deliveries.models import ErrorKind
 from deliveries.request import TRANSPORT_HEADERS
 from endpoints import destinations
 
 CONNECTION_LIMIT = 512  # sockets open at once per sender; sends past it wait
 KEEPALIVE_SECONDS = 30  # an idle connection to a receiver is kept this long
-# The response head is bounded: a status line or header line longer than this,
-# or more headers than MAX_HEADERS, ends the attempt as invalid_response.
-MAX_LINE_BYTES = 8190
-MAX_HEADERS = 128
 # Response headers kept for people on the attempt (outcomes sanitises them):
 # the first KEPT_HEADERS, each value cut to KEPT_HEADER_CHARS.
 KEPT_HEADERS = 40
@@ -78,14 +76,15 @@ def wire_headers(request: OutgoingRequest) -> dict[str, str]:
     return {**request.headers, **TRANSPORT_HEADERS}
 
 
-def kept_headers(headers) -> tuple[tuple[str, str], ...]:
-    """A receiver's response headers, bounded in count and size."""
-    kept = []
-    for name, value in headers.items():
-        if len(kept) == KEPT_HEADERS:
-            break
-        kept.append((name[:KEPT_HEADER_CHARS], value[:KEPT_HEADER_CHARS]))
-    return tuple(kept)
+def kept_headers(headers: list[tuple[bytes, bytes]]) -> tuple[tuple[str, str], ...]:
+    """A receiver's response headers as text, bounded in count and size."""
+    return tuple(
+        (
+            name[:KEPT_HEADER_CHARS].decode("utf-8", errors="replace"),
+            value[:KEPT_HEADER_CHARS].decode("utf-8", errors="replace"),
+        )
+        for name, value in headers[:KEPT_HEADERS]
+    )
 
 
 def open_files_allow(*, concurrency: int) -> tuple[int, int]:
@@ -107,7 +106,7 @@ def open_files_allow(*, concurrency: int) -> tuple[int, int]:
 
 
 class AsyncSender:
-    """Sends on one aiohttp session (one connection pool, keep-alive) per sender.
+    """Sends on one pool of keep-alive connections (http1.Pool) per sender.
 
     Create it, await send() from one event loop, and await close() on that loop.
     """
@@ -132,121 +131,101 @@ class AsyncSender:
         self.timeout = timeout
         self.body_limit = body_limit
         self.allow_private = allow_private
-        self.limit = limit
-        self.resolve = resolve
-        self.ssl_context = ssl_context
         self.monotonic = monotonic
-        self._session: aiohttp.ClientSession | None = None
-
-    def _client(self) -> aiohttp.ClientSession:
-        if self._session is None:
-            connector = aiohttp.TCPConnector(
-                limit=self.limit,
-                limit_per_host=0,  # per-endpoint limits are the dispatcher's
-                resolver=PolicyResolver(
-                    allow_private=self.allow_private, resolve=self.resolve
-                ),
-                # Only addresses the policy checked are cached, for 10 s.
-                use_dns_cache=True,
-                ttl_dns_cache=10,
-                keepalive_timeout=KEEPALIVE_SECONDS,
-                ssl=self.ssl_context or True,  # always verified, SNI = URL host
-            )
-            self._session = aiohttp.ClientSession(
-                connector=connector,
-                # Keep the raw bytes: a small gzip or brotli body may inflate
-                # to gigabytes, and the body is only an excerpt for people.
-                auto_decompress=False,
-                # Environment proxies would resolve the host after our check,
-                # and ~/.netrc would add credentials to a merchant's URL.
-                trust_env=False,
-                timeout=aiohttp.ClientTimeout(total=None),  # asyncio.timeout below
-                read_bufsize=max(self.body_limit, 1024),
-                max_line_size=MAX_LINE_BYTES,
-                max_field_size=MAX_LINE_BYTES,
-                max_headers=MAX_HEADERS,
-                cookie_jar=aiohttp.DummyCookieJar(),  # no state between merchants
-            )
-        return self._session
+        self._pool = http1.Pool(
+            limit=limit,
+            keepalive=KEEPALIVE_SECONDS,
+            body_limit=body_limit,
+            addresses=CheckedAddresses(allow_private=allow_private, resolve=resolve),
+            # Always verified, with the URL's host as the name checked and sent
+            # as SNI; None is the system's default context, made on first use.
+            ssl_context=ssl_context,
+        )
 
     async def close(self) -> None:
-        if self._session is not None:
-            session, self._session = self._session, None
-            await session.close()
+        self._pool.close()
 
     async def send(self, request: OutgoingRequest) -> SendResult:
         started = self.monotonic()
 
-        def result(kind: str, message: str, status: int | None = None) -> SendResult:
+        def result(kind: str, message: str) -> SendResult:
             ms = (self.monotonic() - started) * 1000
-            return SendResult(status, ms, kind, message[:500])
+            return SendResult(None, ms, kind, message[:500])
 
         try:
             check_literal(request.url, allow_private=self.allow_private)
+            target = target_of(request.url)
+            framed = frame(target, wire_headers(request), request.body)
         except destinations.DestinationRefused as refused:
             return result(_refusal_kind(refused), refused.reason)
-        response: aiohttp.ClientResponse | None = None
-        complete = False
+        except ValueError as exc:  # a header that would break the framing
+            return result(ErrorKind.CONNECTION, f"not sent: {exc}")
+        exchange = http1.Exchange()
         try:
             async with asyncio.timeout(self.timeout):
-                response = await self._client().post(
-                    request.url,
-                    data=request.body,
-                    headers=wire_headers(request),
-                    allow_redirects=False,
-                )
-                excerpt, complete = await self._read_excerpt(response)
+                response = await self._pool.post(target, framed, exchange)
         except TimeoutError:
-            if response is None:
-                return result(
-                    ErrorKind.TIMEOUT,
-                    f"no complete response head within {self.timeout:g} s",
-                )
-            return result(
-                ErrorKind.TIMEOUT,
-                f"status {response.status}, but the body did not arrive "
-                f"within {self.timeout:g} s",
-            )
+            return result(ErrorKind.TIMEOUT, self._late(exchange.status_seen()))
         except asyncio.CancelledError:
             raise
+        except destinations.DestinationRefused as refused:  # by the address check
+            return result(_refusal_kind(refused), refused.reason)
         except Exception as exc:  # a receiver must never crash a dispatcher  # noqa: BLE001
-            refused = refusal_in(exc)
-            if refused is not None:  # by the resolver, at connect time
-                return result(_refusal_kind(refused), refused.reason)
             return result(_error_kind(exc), _short(exc))
-        finally:
-            if response is not None:
-                # A body read to its end leaves a connection fit to reuse;
-                # anything else (cut at the limit, timed out) is closed.
-                response.release() if complete else response.close()
+        headers = response.headers
         return SendResult(
             status_code=response.status,
             duration_ms=(self.monotonic() - started) * 1000,
-            body_excerpt=excerpt.decode("utf-8", errors="replace"),
-            retry_after=response.headers.get("Retry-After"),
-            response_headers=kept_headers(response.headers),
+            body_excerpt=response.body.decode("utf-8", errors="replace"),
+            retry_after=_retry_after(headers),
+            response_headers=kept_headers(headers),
         )
 
-    async def _read_excerpt(
-        self, response: aiohttp.ClientResponse
-    ) -> tuple[bytes, bool]:
-        """Up to body_limit raw bytes, and whether that was the whole body.
+    def _late(self, status: int) -> str:
+        if status:
+            return (
+                f"status {status}, but the body did not arrive "
+                f"within {self.timeout:g} s"
+            )
+        return f"no complete response head within {self.timeout:g} s"
 
-        What lies past the limit is never read: the connection is closed instead.
-        """
-        chunks: list[bytes] = []
-        size = 0
-        while size < self.body_limit:
-            chunk = await response.content.read(self.body_limit - size)
-            if not chunk:
-                return b"".join(chunks), True
-            chunks.append(chunk)
-            size += len(chunk)
-            if response.content.at_eof():
-                # The usual short answer: all of it came with the head, and
-                # another read would only be told so.
-                return b"".join(chunks), True
-        return b"".join(chunks), response.content.at_eof()
+
+@functools.lru_cache(maxsize=4096)
+def target_of(url: str) -> http1.Target:
+    """Where url's requests go (check_literal has refused a malformed url)."""
+    parsed = URL(url)  # the parser the destination policy judged the host with
+    host = parsed.raw_host or ""
+    scheme = parsed.scheme
+    port = parsed.port or destinations.DEFAULT_PORTS[scheme]
+    path = parsed.raw_path_qs or "/"
+    head = f"POST {path} HTTP/1.1\r\nHost: {parsed.host_port_subcomponent}\r\n"
+    return http1.Target(
+        key=(scheme, host, port),
+        host=host,
+        port=port,
+        tls=scheme == "https",
+        head=head.encode("ascii"),
+    )
+
+
+def frame(target: http1.Target, headers: dict[str, str], body: bytes) -> bytes:
+    """The request's bytes: target's request line and Host, then headers in
+    order, Content-Length and the body."""
+    lines = "".join([f"{name}: {value}\r\n" for name, value in headers.items()])
+    # Endpoint headers are checked when saved; this is the last line of
+    # defence against one that would add a header or a request of its own.
+    if lines.count("\n") != len(headers) or lines.count("\r") != len(headers):
+        raise ValueError("a header name or value contains a line break")
+    return b"".join(
+        (target.head, lines.encode(), b"Content-Length: %d\r\n\r\n" % len(body), body)
+    )
+
+
+def _retry_after(headers: list[tuple[bytes, bytes]]) -> str | None:
+    for name, value in headers:
+        if len(name) == 11 and name.lower() == b"retry-after":
+            return value.decode("utf-8", errors="replace")
+    return None
 
 
 def _refusal_kind(refused: destinations.DestinationRefused) -> str:
@@ -260,36 +239,27 @@ def _refusal_kind(refused: destinations.DestinationRefused) -> str:
 
 
 def _error_kind(exc: Exception) -> str:
-    if isinstance(exc, aiohttp.InvalidURL):
-        # Forms aiohttp itself refuses to connect to (e.g. 127.1): the URL
-        # must change before a resend can help.
-        return ErrorKind.DESTINATION_BLOCKED
-    if isinstance(exc, aiohttp.ClientConnectorDNSError):
-        return ErrorKind.DNS
-    if isinstance(
-        exc, aiohttp.ClientConnectorCertificateError | aiohttp.ClientSSLError
-    ) or isinstance(exc, ssl.SSLError):
+    if isinstance(exc, ssl.SSLError):  # the certificate check among them
         return ErrorKind.TLS
-    if isinstance(exc, aiohttp.ClientResponseError):
-        # The status line or headers could not be parsed, or broke a limit.
+    if isinstance(exc, http1.ResponseError):
         return ErrorKind.INVALID_RESPONSE
     return ErrorKind.CONNECTION
 
 
 def _short(exc: BaseException) -> str:
-    if isinstance(exc, aiohttp.ClientResponseError):
-        # Its status is aiohttp's (400 = "could not parse"), not the receiver's.
-        return f"the response could not be parsed: {exc.message}"[:500]
-    if isinstance(exc, aiohttp.ClientConnectorError) and not isinstance(
-        exc, aiohttp.ClientSSLError
-    ):
-        # What the socket said, for people: "Connection refused (127.0.0.1:9)",
-        # not aiohttp's "Cannot connect to host ... ssl:default [...]".
+    """What went wrong, in words for people; never a Python class name where
+    the socket or the receiver said something plainer."""
+    if isinstance(exc, http1.ResponseError):
+        return f"the response could not be parsed: {exc}"[:500]
+    if isinstance(exc, http1.ConnectFailed):
         where = f"{exc.host}:{exc.port}"
-        if isinstance(exc.os_error, ConnectionRefusedError):
+        if isinstance(exc.error, ConnectionRefusedError):
             return f"Connection refused ({where})"
-        reason = exc.os_error.strerror or type(exc.os_error).__name__
+        reason = exc.error.strerror or str(exc.error) or type(exc.error).__name__
         return f"Could not connect to {where}: {reason}"[:500]
-    if isinstance(exc, aiohttp.ServerDisconnectedError):
-        return "The receiver closed the connection before answering"
+    if isinstance(exc, ssl.SSLError):
+        reason = getattr(exc, "verify_message", None) or exc.reason or str(exc)
+        return f"the TLS handshake failed: {reason}"[:500]
+    if isinstance(exc, http1.Disconnected):
+        return str(exc)
     return f"{type(exc).__name__}: {exc}"[:500]

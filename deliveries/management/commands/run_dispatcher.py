@@ -90,7 +90,7 @@ class Command(BaseCommand):
                 body_limit=settings.RESPONSE_BODY_LIMIT_BYTES,
                 allow_private=settings.RELAY_ALLOW_PRIVATE_DESTINATIONS,
                 # One socket per send slot: a lower limit would queue sends
-                # inside aiohttp, their deadline running while they wait.
+                # inside the sender, their deadline running while they wait.
                 limit=concurrency,
                 monotonic=clock.monotonic,
             ),

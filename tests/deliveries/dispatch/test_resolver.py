@@ -3,7 +3,7 @@
 Sends that must be refused go end to end only where the address is on this
 machine (loopback, 0.0.0.0, ::), with a real server there that must see
 nothing; any other non-public address is checked at the path's two gates
-(check_literal, PolicyResolver) without ever being dialled.
+(check_literal, CheckedAddresses) without ever being dialled.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import threading
 import pytest
 import trustme
 
-from deliveries.dispatch.resolver import PolicyResolver, RefusedByPolicy, check_literal
+from deliveries.dispatch.resolver import CheckedAddresses, check_literal
 from deliveries.dispatch.transport import AsyncSender, OutgoingRequest
 from endpoints.destinations import (
     DestinationRefused,
@@ -54,11 +54,9 @@ def refused_at_a_gate(url: str) -> DestinationRefused | None:
     try:
         check_literal(url, allow_private=False)
         host, port = url_host_and_port(url)
-        asyncio.run(PolicyResolver(allow_private=False).resolve(host, port))
+        asyncio.run(CheckedAddresses(allow_private=False)(host, port))
     except DestinationRefused as refused:
         return refused
-    except RefusedByPolicy as refused:
-        return refused.refused
     return None
 
 
@@ -140,21 +138,17 @@ def test_a_public_ip_literal_passes_the_gates(url, address):
 
 def test_a_public_name_resolves_to_its_checked_addresses_only():
     resolve = resolver({"example.com": [PUBLIC_IP]})
-    results = asyncio.run(
-        PolicyResolver(allow_private=False, resolve=resolve).resolve("example.com", 443)
+    addresses = asyncio.run(
+        CheckedAddresses(allow_private=False, resolve=resolve)("example.com", 443)
     )
-    assert [(r["hostname"], r["host"], r["port"]) for r in results] == [
-        ("example.com", PUBLIC_IP, 443)
-    ]
+    assert addresses == [PUBLIC_IP]
 
 
 def test_one_private_address_among_several_refuses_the_name():
     resolve = resolver({"example.com": [PUBLIC_IP, "10.0.0.5"]})
-    with pytest.raises(RefusedByPolicy, match="private or loopback"):
+    with pytest.raises(DestinationRefused, match="private or loopback"):
         asyncio.run(
-            PolicyResolver(allow_private=False, resolve=resolve).resolve(
-                "example.com", 443
-            )
+            CheckedAddresses(allow_private=False, resolve=resolve)("example.com", 443)
         )
 
 

@@ -26,17 +26,16 @@ MARGIN = 0.5  # scheduling on a busy 2-core machine; far below any trickle's len
 LIMIT = 64
 
 
-def send_all(urls: list[str], **options) -> list:
+def send_all(urls: list[str], headers: dict[str, str] | None = None, **options):
     """Send to each url in turn on one AsyncSender, closed at the end."""
     options = {"timeout": 5, "body_limit": LIMIT, "allow_private": True, **options}
+    headers = {"X-A": "1"} if headers is None else headers
 
     async def go():
         sender = AsyncSender(**options)
         try:
             return [
-                await sender.send(
-                    OutgoingRequest(url=u, headers={"X-A": "1"}, body=b"{}")
-                )
+                await sender.send(OutgoingRequest(url=u, headers=headers, body=b"{}"))
                 for u in urls
             ]
         finally:

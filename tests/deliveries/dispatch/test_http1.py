@@ -1,0 +1,133 @@
+"""The sender's own HTTP/1.1 client (deliveries/dispatch/http1.py) against a real
+loopback server: framings a receiver may choose, limits it may break, and a pool
+that never reuses a connection it cannot trust. The hostile cases every sender
+must survive are in test_transport.py."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from deliveries.dispatch import http1
+from deliveries.dispatch.transport import frame, target_of
+from tests.deliveries.dispatch.test_transport import LIMIT, send_all
+from tests.support.hostile import HostileReceiver, head, reply
+
+
+@pytest.fixture
+def rx():
+    with HostileReceiver() as receiver:
+        yield receiver
+
+
+def test_a_chunked_body_is_read_whole_and_the_connection_kept(rx):
+    rx.behaviours["chunked"] = reply(
+        head("200 OK", "Transfer-Encoding: chunked")
+        + b"3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n"
+    )
+    chunked, after = send_all([rx.url("chunked"), rx.url("ok")])
+    assert (chunked.status_code, chunked.body_excerpt) == (200, "abcde")
+    assert after.status_code == 200
+    assert rx.connections == 1
+
+
+def test_a_body_ended_by_the_close_is_complete_and_the_next_send_reconnects(rx):
+    async def until_close(writer) -> None:
+        writer.write(head("202 Accepted", "Connection: close") + b"until the end")
+        await writer.drain()
+        writer.close()
+
+    rx.behaviours["until-close"] = until_close
+    result, after = send_all([rx.url("until-close"), rx.url("ok")])
+    assert (result.status_code, result.error_kind) == (202, "")
+    assert result.body_excerpt == "until the end"
+    assert after.status_code == 200
+    assert rx.connections == 2
+
+
+def test_an_informational_answer_is_skipped_for_the_final_one(rx):
+    rx.behaviours["continue"] = reply(
+        b"HTTP/1.1 100 Continue\r\n\r\n" + head("201 Created", length=2) + b"ok"
+    )
+    (result,) = send_all([rx.url("continue")])
+    assert (result.status_code, result.body_excerpt) == (201, "ok")
+
+
+def test_a_head_over_its_size_limit_is_refused_even_with_short_lines(rx):
+    # 100 headers of 1,000 bytes: under the count and line limits, over the head's.
+    many = [f"X-Filler-{n}: {'f' * 1000}" for n in range(100)]
+    rx.behaviours["big-head"] = reply(head("200 OK", *many, length=0))
+    result, after = send_all([rx.url("big-head"), rx.url("ok")])
+    assert (result.status_code, result.error_kind) == (None, "invalid_response")
+    assert result.error_message == (
+        f"the response could not be parsed: the head is over "
+        f"{http1.MAX_HEAD_BYTES} bytes"
+    )
+    assert after.status_code == 200
+
+
+def test_a_status_line_over_the_line_limit_is_refused(rx):
+    rx.behaviours["long-status"] = reply(head("200 " + "K" * 9000, length=0))
+    (result,) = send_all([rx.url("long-status")])
+    assert (result.status_code, result.error_kind) == (None, "invalid_response")
+    assert "status line is over 8190 bytes" in result.error_message
+
+
+def test_bytes_sent_out_of_turn_retire_the_connection(rx):
+    # A second answer nobody asked for: the next request must not read it as its own.
+    rx.behaviours["twice"] = reply(
+        head("200 OK", length=5) + b"first" + head("500 Boom", length=5) + b"stale"
+    )
+    first, after = send_all([rx.url("twice"), rx.url("ok")])
+    assert (first.status_code, first.body_excerpt) == (200, "first")
+    assert (after.status_code, after.body_excerpt) == (200, "ok")
+    assert rx.connections == 2
+
+
+def test_the_request_is_framed_with_host_headers_in_order_and_length(rx):
+    send_all([rx.url("ok")], {"X-First": "1", "X-Second": "2"})
+    sent = rx.headers[0]
+    assert list(sent) == [
+        "Host",
+        "X-First",
+        "X-Second",
+        "User-Agent",
+        "Accept-Encoding",
+        "Content-Length",
+    ]
+    assert sent["Host"] == f"127.0.0.1:{rx.port}"
+
+
+def test_a_header_with_a_line_break_is_never_sent(rx):
+    (result,) = send_all([rx.url("ok")], {"X-Evil": "a\r\nX-Injected: 1"})
+    assert (result.status_code, result.error_kind) == (None, "connection_error")
+    assert "line break" in result.error_message
+    assert rx.received == []
+
+
+def test_idle_connections_are_closed_after_the_keepalive(rx):
+    async def go():
+        pool = http1.Pool(
+            limit=4,
+            keepalive=0.2,
+            body_limit=LIMIT,
+            addresses=lambda host, port: _literal(host),
+            ssl_context=None,
+        )
+        target = target_of(rx.url("ok"))
+        request = frame(target, {}, b"{}")
+        await pool.post(target, request, http1.Exchange())
+        kept = [c for idle in pool._idle.values() for c in idle]
+        await asyncio.sleep(0.5)  # the sweep runs after the keep-alive
+        left = [c for idle in pool._idle.values() for c in idle]
+        pool.close()
+        return kept, left
+
+    kept, left = asyncio.run(go())
+    assert len(kept) == 1 and kept[0].closed
+    assert left == []
+
+
+async def _literal(host: str) -> list[str]:
+    return [host]
