@@ -294,7 +294,14 @@ def _count(tally: Tally, item: Sent, verdict: retry.Verdict) -> None:
 
 def _log(item: Sent, verdict: retry.Verdict) -> None:
     # Ids, outcome, status and timing only: never payloads, secrets or bodies.
-    logger.info(
+    # A success is a DEBUG line: its attempt row already says everything, and
+    # at thousands a second the line cost a tenth of the dispatcher's CPU
+    # (bench/RESULTS.md, issue 21, fifth pass); anything else is INFO.
+    level = logging.DEBUG if verdict == retry.Verdict.SUCCEEDED else logging.INFO
+    if not logger.isEnabledFor(level):
+        return
+    logger.log(
+        level,
         "attempt delivery=%s endpoint=%s number=%d outcome=%s status=%s ms=%.1f error=%s",
         item.delivery_id,
         item.endpoint_id,

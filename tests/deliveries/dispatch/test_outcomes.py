@@ -213,3 +213,19 @@ def test_a_very_slow_endpoint_has_its_threshold_halved(settings):
     run(clock, ScriptedSender(default=ok(500)))
 
     assert EndpointHealth.objects.get().breaker_state == "open"
+
+
+def test_a_success_logs_at_debug_and_a_failure_at_info(caplog):
+    clock = FakeClock()
+    endpoint = factories.endpoint(max_attempts=3)
+    publish(endpoint, clock, n=2)
+    caplog.set_level("DEBUG", logger="deliveries.dispatch.outcomes")
+
+    run(clock, ScriptedSender(ok(200), ok(503)))
+
+    levels = {
+        record.message.split(" outcome=")[1].split()[0]: record.levelname
+        for record in caplog.records
+        if record.message.startswith("attempt delivery=")
+    }
+    assert levels == {"succeeded": "DEBUG", "retry": "INFO"}
