@@ -97,6 +97,16 @@ class Connection(asyncio.Protocol):
         self.body_limit = body_limit
         self.transport: asyncio.Transport | None = None
         self.parser = httptools.HttpResponseParser(self)
+        # Receivers that answer with bare LF line ends or odd bytes in header
+        # values still get their status read, as aiohttp's client read them
+        # (the same three leniencies): a sloppy receiver that took a delivery
+        # must not be retried and tripped for its framing. NUL is still refused
+        # (on_header), and nothing from the head is trusted beyond an excerpt.
+        self.parser.set_dangerous_leniencies(
+            lenient_headers=True,
+            lenient_optional_cr_before_lf=True,
+            lenient_spaces_after_chunk_size=True,
+        )
         self.closed = False
         self.reusable = True
         self.idle_since = 0.0
@@ -186,6 +196,10 @@ class Connection(asyncio.Protocol):
         line = len(name) + len(value)
         if line > MAX_LINE_BYTES:
             raise ResponseError(f"a header line is over {MAX_LINE_BYTES} bytes")
+        if (
+            b"\x00" in value
+        ):  # lenient_headers lets it through; stored text can't hold it
+            raise ResponseError("Invalid header value char")
         # The head as parsed (data_received bounds a head still arriving; this,
         # one that came whole in a single read).
         self._parsed_bytes += line + 4

@@ -131,3 +131,24 @@ def test_idle_connections_are_closed_after_the_keepalive(rx):
 
 async def _literal(host: str) -> list[str]:
     return [host]
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        b"HTTP/1.1 200 OK\nContent-Length: 2\n\nok",  # bare LF line ends
+        b"HTTP/1.1 200 OK\r\nContent-Length : 2\r\n\r\nok",  # space before colon
+        b"HTTP/1.1 200 OK\r\nX-A: a\r\n b\r\nContent-Length: 2\r\n\r\nok",  # folded
+    ],
+    ids=["bare-lf", "space-before-colon", "folded-header"],
+)
+def test_a_sloppy_but_clear_answer_is_read_as_its_status(rx, answer):
+    # As aiohttp's client read them: a receiver that took the delivery is not
+    # retried, nor its breaker moved, for its framing.
+    rx.behaviours["sloppy"] = reply(answer)
+    (result,) = send_all([rx.url("sloppy")])
+    assert (result.status_code, result.error_kind, result.body_excerpt) == (
+        200,
+        "",
+        "ok",
+    )
