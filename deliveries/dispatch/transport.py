@@ -37,7 +37,7 @@ KEEPALIVE_SECONDS = 30  # an idle connection to a receiver is kept this long
 KEPT_HEADERS = 40
 KEPT_HEADER_CHARS = 300
 # Open files a sender needs per send slot: its socket, and as many again for
-# idle keep-alive connections (aiohttp's limit counts only sockets in use),
+# idle keep-alive connections (the pool keeps at most its limit idle),
 # plus a few for the database, logs and the loop itself.
 FILES_PER_SLOT = 2
 FILES_SPARE = 64

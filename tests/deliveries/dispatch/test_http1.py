@@ -152,3 +152,32 @@ def test_a_sloppy_but_clear_answer_is_read_as_its_status(rx, answer):
         "",
         "ok",
     )
+
+
+def test_no_more_connections_are_kept_idle_than_the_limit():
+    # Three receivers, one after another, on a pool of two: the third
+    # connection is closed once answered, not kept as a third idle socket.
+    async def go(urls):
+        pool = http1.Pool(
+            limit=2,
+            keepalive=30,
+            body_limit=LIMIT,
+            addresses=lambda host, port: _literal(host),
+            ssl_context=None,
+        )
+        connections = []
+        for url in urls:
+            exchange = http1.Exchange()
+            target = target_of(url)
+            await pool.post(target, frame(target, {}, b"{}"), exchange)
+            connections.append(exchange.connection)
+        await asyncio.sleep(0.05)  # let the aborted socket report its close
+        idle = [c for kept in pool._idle.values() for c in kept]
+        closed = [connection.closed for connection in connections]
+        pool.close()
+        return connections, idle, closed
+
+    with HostileReceiver() as a, HostileReceiver() as b, HostileReceiver() as c:
+        connections, idle, closed = asyncio.run(go([a.url(), b.url(), c.url()]))
+    assert idle == connections[:2]
+    assert closed == [False, False, True]
