@@ -86,8 +86,11 @@ def test_json_logs_of_a_dispatcher_run_parse_and_hold_ids_but_no_payload_or_secr
     receiver, dispatchers
 ):
     _, endpoint, secret = _publish_three(receiver.url)
+    # Successes log at DEBUG (their attempt rows say the same); ask for them.
     dispatcher = dispatchers.start(
-        "--drain", "--worker-id=json-worker", env={"LOG_FORMAT": "json"}
+        "--drain",
+        "--worker-id=json-worker",
+        env={"LOG_FORMAT": "json", "LOG_LEVEL": "DEBUG"},
     )
     assert dispatcher.wait(60) == 0, dispatcher.stderr[-3000:]
 
@@ -101,6 +104,7 @@ def test_json_logs_of_a_dispatcher_run_parse_and_hold_ids_but_no_payload_or_secr
     assert len(attempts) == 3
     for record in attempts:
         assert {"timestamp", "level", "logger", "message"} <= set(record)
+        assert record["level"] == "DEBUG"
         assert record["endpoint_id"] == endpoint.pk
         assert record["merchant_id"] == endpoint.merchant_id
         assert record["worker"] == "json-worker"
