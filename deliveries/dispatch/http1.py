@@ -157,8 +157,14 @@ class Connection(asyncio.Protocol):
             self._finish(complete=False)  # 101 and the like: not HTTP any more
         except httptools.HttpParserError as exc:
             self._fail(ResponseError(str(exc) or type(exc).__name__))
-        if not self.head_done and self._head_bytes > MAX_HEAD_BYTES:
-            self._fail(ResponseError(f"the head is over {MAX_HEAD_BYTES} bytes"))
+        if not self.head_done:
+            if self._head_bytes > MAX_HEAD_BYTES:
+                self._fail(ResponseError(f"the head is over {MAX_HEAD_BYTES} bytes"))
+        elif self._size >= self.body_limit and self._waiter is not None:
+            # The excerpt is full and the answer did not end with this read:
+            # nothing more is waited for (a body of exactly the limit that
+            # ends in the same read has already completed).
+            self._finish(complete=False)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -313,7 +319,11 @@ class Pool:
         while idle:
             connection = idle.pop()  # the newest: the likeliest to be alive
             self._idle_count -= 1
-            if not connection.closed and now - connection.idle_since < self.keepalive:
+            if (
+                not connection.closed
+                and not connection.transport.is_closing()  # type: ignore[union-attr]
+                and now - connection.idle_since < self.keepalive
+            ):
                 return connection
             connection.abort()
         return None

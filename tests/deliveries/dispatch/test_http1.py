@@ -181,3 +181,12 @@ def test_no_more_connections_are_kept_idle_than_the_limit():
         connections, idle, closed = asyncio.run(go([a.url(), b.url(), c.url()]))
     assert idle == connections[:2]
     assert closed == [False, False, True]
+
+
+def test_a_full_excerpt_is_answered_without_waiting_for_the_rest(rx):
+    # Exactly the limit arrives, then the receiver stalls: the excerpt is all
+    # that is kept, so the attempt ends now, not at the deadline.
+    rx.behaviours["stall"] = reply(head("200 OK", length=10_000) + b"z" * LIMIT)
+    (result,) = send_all([rx.url("stall")], timeout=2)
+    assert (result.status_code, result.body_excerpt) == (200, "z" * LIMIT)
+    assert result.duration_ms < 1000
