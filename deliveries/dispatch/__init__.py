@@ -40,7 +40,8 @@ Read in this order:
 - ``jobs.py``        claimed rows -> Jobs: everything one send needs, read once.
 - ``gate.py``        which endpoints are held back (breakers seen open).
 - ``transport.py``   one HTTP request -> SendResult; writes nothing.
-- ``http1.py``       its HTTP/1.1 client: framing, pooled connections, limits.
+- ``http1.py``       its HTTP/1.1 connection: the answer parsed and bounded.
+- ``pool.py``        its keep-alive connections, dialled to checked addresses.
 - ``resolver.py``    the destination policy at send time: resolve, check, pin.
 - ``outcomes.py``    record a flush of results, fenced by the lease.
 - ``delivery_update.py`` the flush's delivery rows: each verdict's columns,

@@ -1,4 +1,4 @@
-"""HTTP/1.1 POSTs on pooled keep-alive connections, with little Python each.
+"""One HTTP/1.1 connection of the sender (pool.py keeps them), little Python a POST.
 
 Why not aiohttp's client, which the dispatcher used before: the dispatcher
 spends most of its CPU per delivery in its HTTP client, and aiohttp's
@@ -6,22 +6,23 @@ ClientSession builds a request object, a response object, header multidicts,
 timers and trace hooks for every send, 100-120 us of CPU a request here
 against 20-30 for a bare protocol (bench/client_cost.py). A relay needs
 none of that: one method, a prebuilt head, a body it already holds, and an
-answer it reads only an excerpt of. So this module frames the request itself
-and leaves parsing the answer to httptools (llhttp, Node's parser, in C).
+answer it reads only an excerpt of. So the sender frames the request itself
+(transport.frame) and this module leaves parsing the answer to httptools
+(llhttp, Node's parser, in C).
 
 What a hostile receiver can do is bounded here: a status line or header line
 longer than MAX_LINE_BYTES, more than MAX_HEADERS headers, or a head over
-MAX_HEAD_BYTES ends the attempt (ResponseError); at most body_limit bytes of
-the body are kept, and a connection whose body was cut, or that answered out
-of turn, is never reused. Deadlines are the caller's (transport.py wraps each
+MAX_HEAD_BYTES (informational answers included) ends the attempt
+(ResponseError), as do chunk framing and trailers past the kept body's worth;
+at most body_limit bytes of the body are kept, trailers never, and a
+connection whose body was cut, or that answered out of turn, is never reused. Deadlines are the caller's (transport.py wraps each
 send in one asyncio.timeout); a cancelled send closes its connection.
 """
 
 from __future__ import annotations
 
 import asyncio
-import ssl
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import httptools
@@ -41,25 +42,6 @@ class Disconnected(Exception):
     def __init__(self, message: str, *, had_head: bool) -> None:
         super().__init__(message)
         self.had_head = had_head
-
-
-class ConnectFailed(Exception):
-    """No address of the host took a connection; .error is the last OSError."""
-
-    def __init__(self, host: str, port: int, error: OSError) -> None:
-        super().__init__(f"{host}:{port}: {error}")
-        self.host, self.port, self.error = host, port, error
-
-
-@dataclass(frozen=True, slots=True)
-class Target:
-    """Where a URL's request goes, parsed once per URL (transport.target_of)."""
-
-    key: tuple[str, str, int]  # scheme, host, port: the pool a connection joins
-    host: str  # the host to resolve, and the TLS server name
-    port: int
-    tls: bool
-    head: bytes  # "POST <path> HTTP/1.1\r\nHost: <host>\r\n"
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,14 +92,19 @@ class Connection(asyncio.Protocol):
         self.closed = False
         self.reusable = True
         self.idle_since = 0.0
+        # Set by the pool while the connection waits idle: a receiver's close
+        # then frees its idle place at once, not at the next sweep.
+        self.on_idle_lost: Callable[[Connection], None] | None = None
         self._waiter: asyncio.Future | None = None
         self._reset()
 
     def _reset(self) -> None:
         self.status = 0
         self.head_done = False
-        self._head_bytes = 0
+        self._head_bytes = 0  # read before the head ended, 1xx answers included
         self._parsed_bytes = 0
+        self._status_line = 0
+        self._after_head = 0  # read since: body, chunk framing, trailers
         self._headers: list[tuple[bytes, bytes]] = []
         self._body: list[bytes] = []
         self._size = 0
@@ -145,6 +132,8 @@ class Connection(asyncio.Protocol):
             return
         if not self.head_done:
             self._head_bytes += len(data)
+        else:
+            self._after_head += len(data)
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserCallbackError as exc:
@@ -160,6 +149,11 @@ class Connection(asyncio.Protocol):
         if not self.head_done:
             if self._head_bytes > MAX_HEAD_BYTES:
                 self._fail(ResponseError(f"the head is over {MAX_HEAD_BYTES} bytes"))
+        elif self._after_head > MAX_HEAD_BYTES + 8 * self.body_limit:
+            # More than the kept body's worth of chunk framing (1-byte chunks
+            # cost 6 bytes each), plus a head's worth of trailers: an answer
+            # that streams framing instead of a body is cut, not read forever.
+            self._fail(ResponseError("the chunked framing or trailers are too long"))
         elif self._size >= self.body_limit and self._waiter is not None:
             # The excerpt is full and the answer did not end with this read:
             # nothing more is waited for (a body of exactly the limit that
@@ -169,6 +163,8 @@ class Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.reusable = False
+        if self.on_idle_lost is not None:
+            self.on_idle_lost(self)
         if self._waiter is None or self._waiter.done():
             return
         if self.head_done and self._until_eof():
@@ -190,13 +186,17 @@ class Connection(asyncio.Protocol):
         if self._waiter is None or self._waiter.done():
             self.reusable = False
             raise _Stop
+        self._status_line = 0
 
     def on_status(self, piece: bytes) -> None:
-        self._parsed_bytes += len(piece)  # then each header adds its own
-        if self._parsed_bytes > MAX_LINE_BYTES:
+        self._status_line += len(piece)
+        if self._status_line > MAX_LINE_BYTES:
             raise ResponseError(f"the status line is over {MAX_LINE_BYTES} bytes")
+        self._parsed_bytes += len(piece)  # then each header adds its own
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        if self.head_done:
+            return  # a chunked body's trailer: bounded by data_received, not kept
         if len(self._headers) == MAX_HEADERS:
             raise ResponseError("Too many headers received")
         line = len(name) + len(value)
@@ -216,12 +216,17 @@ class Connection(asyncio.Protocol):
     def on_headers_complete(self) -> None:
         status = self.parser.get_status_code()
         if 100 <= status < 200 and status != 101:
-            self._reset()  # informational (100 Continue): the answer follows
+            # Informational (100 Continue): the answer follows. Its headers go;
+            # its bytes still count towards the head's limit, so a stream of
+            # them ends like any other head that never ends.
+            self._headers = []
             return
         self.status = status
         self.head_done = True
 
     def on_body(self, piece: bytes) -> None:
+        if not self.head_done:
+            raise ResponseError("an informational answer carried a body")
         room = self.body_limit - self._size
         if len(piece) > room:
             if room > 0:
@@ -265,132 +270,3 @@ class Connection(asyncio.Protocol):
             waiter.set_exception(error)
         if self.transport is not None:
             self.transport.abort()
-
-
-AddressLookup = Callable[[str, int], Awaitable[list[str]]]
-
-
-class Pool:
-    """Keep-alive connections by (scheme, host, port), at most `limit` in use
-    at once; idle ones are closed after `keepalive` seconds, and never more
-    than `limit` are kept idle."""
-
-    def __init__(
-        self,
-        *,
-        limit: int,
-        keepalive: float,
-        body_limit: int,
-        addresses: AddressLookup,
-        ssl_context: ssl.SSLContext | None,
-    ) -> None:
-        self.limit = limit
-        self.keepalive = keepalive
-        self.body_limit = body_limit
-        self.addresses = addresses
-        self.ssl_context = ssl_context
-        self._slots: asyncio.Semaphore | None = None
-        self._idle: dict[tuple[str, str, int], list[Connection]] = {}
-        self._idle_count = 0
-        self._sweep: asyncio.TimerHandle | None = None
-
-    async def post(
-        self, target: Target, request: bytes, exchange: Exchange
-    ) -> Response:
-        """Send request (head and body, framed) to target; the answer."""
-        if self._slots is None:
-            self._slots = asyncio.Semaphore(self.limit)
-        async with self._slots:
-            connection = self._take_idle(target.key) or await self._connect(target)
-            exchange.connection = connection
-            try:
-                response = await connection.start(request)
-            except BaseException:
-                connection.abort()  # failed, timed out or cancelled mid-answer
-                raise
-            self._give_back(target.key, connection)
-            return response
-
-    def _take_idle(self, key) -> Connection | None:
-        idle = self._idle.get(key)
-        if not idle:
-            return None
-        now = asyncio.get_running_loop().time()
-        while idle:
-            connection = idle.pop()  # the newest: the likeliest to be alive
-            self._idle_count -= 1
-            if (
-                not connection.closed
-                and not connection.transport.is_closing()  # type: ignore[union-attr]
-                and now - connection.idle_since < self.keepalive
-            ):
-                return connection
-            connection.abort()
-        return None
-
-    async def _connect(self, target: Target) -> Connection:
-        loop = asyncio.get_running_loop()
-        context = None
-        if target.tls:
-            if self.ssl_context is None:
-                self.ssl_context = ssl.create_default_context()
-            context = self.ssl_context
-        last: OSError | None = None
-        for address in await self.addresses(target.host, target.port):
-            try:
-                _, connection = await loop.create_connection(
-                    lambda: Connection(self.body_limit),
-                    address,
-                    target.port,
-                    ssl=context,
-                    server_hostname=target.host if context else None,
-                )
-                return connection
-            except ssl.SSLError:
-                raise  # the certificate or handshake: another address won't help
-            except OSError as exc:
-                last = exc  # refused or unreachable: try the next address
-        raise ConnectFailed(target.host, target.port, last or OSError("no address"))
-
-    def _give_back(self, key, connection: Connection) -> None:
-        if not connection.reusable or connection.closed:
-            connection.abort()
-            return
-        if self._idle_count >= self.limit:
-            connection.abort()
-            return
-        loop = asyncio.get_running_loop()
-        connection.idle_since = loop.time()
-        self._idle.setdefault(key, []).append(connection)
-        self._idle_count += 1
-        if self._sweep is None:
-            self._sweep = loop.call_later(self.keepalive, self._close_stale)
-
-    def _close_stale(self) -> None:
-        self._sweep = None
-        loop = asyncio.get_running_loop()
-        cutoff = loop.time() - self.keepalive
-        for key, idle in list(self._idle.items()):
-            keep = []
-            for connection in idle:
-                if not connection.closed and connection.idle_since > cutoff:
-                    keep.append(connection)
-                else:
-                    connection.abort()
-                    self._idle_count -= 1
-            if keep:
-                self._idle[key] = keep
-            else:
-                del self._idle[key]
-        if self._idle_count:
-            self._sweep = loop.call_later(self.keepalive / 2, self._close_stale)
-
-    def close(self) -> None:
-        if self._sweep is not None:
-            self._sweep.cancel()
-            self._sweep = None
-        for idle in self._idle.values():
-            for connection in idle:
-                connection.abort()
-        self._idle.clear()
-        self._idle_count = 0

@@ -16,11 +16,15 @@ import asyncio
 import functools
 import ipaddress
 import socket
+from concurrent.futures import ThreadPoolExecutor
 
 from endpoints import destinations
 
 DNS_TTL_SECONDS = 10  # an allowed name's addresses are reused this long
 DNS_CACHE_SIZE = 4096
+# Threads for getaddrinfo, which blocks: a sender's own, so that lookups never
+# queue behind other work on the loop's default executor.
+DNS_THREADS = 32
 
 
 class CheckedAddresses:
@@ -29,6 +33,8 @@ class CheckedAddresses:
 
     Only verdicts that allow are kept, for DNS_TTL_SECONDS; a refusal
     (destinations.DestinationRefused) is raised, and judged afresh next time.
+    Sends that ask for the same name at once share one lookup: a merchant
+    whose DNS answers slowly holds one thread, not one per send.
     """
 
     def __init__(
@@ -41,20 +47,40 @@ class CheckedAddresses:
         # getaddrinfo blocks: it runs on the loop's default executor.
         self.resolve_sync = resolve or destinations.resolve_host
         self._allowed: dict[tuple[str, int], tuple[float, list[str]]] = {}
+        self._looking: dict[tuple[str, int], asyncio.Future] = {}
+        self._threads: ThreadPoolExecutor | None = None
 
     async def __call__(self, host: str, port: int) -> list[str]:
         if _is_address(host):
             return [host]  # judged by check_literal before the send began
         loop = asyncio.get_running_loop()
         now = loop.time()
-        kept = self._allowed.get((host, port))
+        key = (host, port)
+        kept = self._allowed.get(key)
         if kept is not None and kept[0] > now:
             return kept[1]
-        addresses = await loop.run_in_executor(None, self._check, host, port)
+        lookup = self._looking.get(key)
+        if lookup is None:
+            if self._threads is None:
+                self._threads = ThreadPoolExecutor(DNS_THREADS, "relay-dns")
+            lookup = loop.run_in_executor(self._threads, self._check, host, port)
+            self._looking[key] = lookup
+            lookup.add_done_callback(functools.partial(self._settle, key, now))
+        # One caller's deadline must not cancel the lookup the others wait on.
+        return await asyncio.shield(lookup)
+
+    def _settle(self, key: tuple[str, int], asked: float, lookup: asyncio.Future):
+        del self._looking[key]
+        if lookup.cancelled() or lookup.exception() is not None:
+            return  # a refusal is judged afresh at the next send
         if len(self._allowed) >= DNS_CACHE_SIZE:
             self._allowed.clear()
-        self._allowed[(host, port)] = (now + DNS_TTL_SECONDS, addresses)
-        return addresses
+        self._allowed[key] = (asked + DNS_TTL_SECONDS, lookup.result())
+
+    def close(self) -> None:
+        if self._threads is not None:
+            self._threads.shutdown(wait=False, cancel_futures=True)
+            self._threads = None
 
     def _check(self, host: str, port: int) -> list[str]:
         return destinations.check_host(

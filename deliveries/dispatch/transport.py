@@ -24,7 +24,7 @@ from typing import Protocol
 
 from yarl import URL
 
-from deliveries.dispatch import http1
+from deliveries.dispatch import http1, pool
 from deliveries.dispatch.resolver import CheckedAddresses, check_literal
 from deliveries.models import ErrorKind
 from deliveries.request import TRANSPORT_HEADERS
@@ -106,7 +106,7 @@ def open_files_allow(*, concurrency: int) -> tuple[int, int]:
 
 
 class AsyncSender:
-    """Sends on one pool of keep-alive connections (http1.Pool) per sender.
+    """Sends on one pool of keep-alive connections (pool.Pool) per sender.
 
     Create it, await send() from one event loop, and await close() on that loop.
     """
@@ -132,7 +132,7 @@ class AsyncSender:
         self.body_limit = body_limit
         self.allow_private = allow_private
         self.monotonic = monotonic
-        self._pool = http1.Pool(
+        self._pool = pool.Pool(
             limit=limit,
             keepalive=KEEPALIVE_SECONDS,
             body_limit=body_limit,
@@ -191,7 +191,7 @@ class AsyncSender:
 
 
 @functools.lru_cache(maxsize=4096)
-def target_of(url: str) -> http1.Target:
+def target_of(url: str) -> pool.Target:
     """Where url's requests go (check_literal has refused a malformed url)."""
     parsed = URL(url)  # the parser the destination policy judged the host with
     host = parsed.raw_host or ""
@@ -199,7 +199,7 @@ def target_of(url: str) -> http1.Target:
     port = parsed.port or destinations.DEFAULT_PORTS[scheme]
     path = parsed.raw_path_qs or "/"
     head = f"POST {path} HTTP/1.1\r\nHost: {parsed.host_port_subcomponent}\r\n"
-    return http1.Target(
+    return pool.Target(
         key=(scheme, host, port),
         host=host,
         port=port,
@@ -208,9 +208,23 @@ def target_of(url: str) -> http1.Target:
     )
 
 
-def frame(target: http1.Target, headers: dict[str, str], body: bytes) -> bytes:
+# The framing's own headers: one Host and one Content-Length, always ours.
+FRAMING_HEADERS = frozenset(
+    {"host", "content-length", "transfer-encoding", "connection"}
+)
+
+
+def frame(target: pool.Target, headers: dict[str, str], body: bytes) -> bytes:
     """The request's bytes: target's request line and Host, then headers in
     order, Content-Length and the body."""
+    if any(name.lower() in FRAMING_HEADERS for name in headers):
+        # Saving refuses these names; a row from before that check must not
+        # put a second Host or length on the wire.
+        headers = {
+            name: value
+            for name, value in headers.items()
+            if name.lower() not in FRAMING_HEADERS
+        }
     lines = "".join([f"{name}: {value}\r\n" for name, value in headers.items()])
     # Endpoint headers are checked when saved; this is the last line of
     # defence against one that would add a header or a request of its own.
@@ -251,7 +265,7 @@ def _short(exc: BaseException) -> str:
     the socket or the receiver said something plainer."""
     if isinstance(exc, http1.ResponseError):
         return f"the response could not be parsed: {exc}"[:500]
-    if isinstance(exc, http1.ConnectFailed):
+    if isinstance(exc, pool.ConnectFailed):
         where = f"{exc.host}:{exc.port}"
         if isinstance(exc.error, ConnectionRefusedError):
             return f"Connection refused ({where})"

@@ -9,7 +9,7 @@ import asyncio
 
 import pytest
 
-from deliveries.dispatch import http1
+from deliveries.dispatch import http1, pool
 from deliveries.dispatch.transport import frame, target_of
 from tests.deliveries.dispatch.test_transport import LIMIT, send_all
 from tests.support.hostile import HostileReceiver, head, reply
@@ -108,20 +108,14 @@ def test_a_header_with_a_line_break_is_never_sent(rx):
 
 def test_idle_connections_are_closed_after_the_keepalive(rx):
     async def go():
-        pool = http1.Pool(
-            limit=4,
-            keepalive=0.2,
-            body_limit=LIMIT,
-            addresses=lambda host, port: _literal(host),
-            ssl_context=None,
-        )
+        connections_pool = _pool(limit=4, keepalive=0.2)
         target = target_of(rx.url("ok"))
         request = frame(target, {}, b"{}")
-        await pool.post(target, request, http1.Exchange())
-        kept = [c for idle in pool._idle.values() for c in idle]
+        await connections_pool.post(target, request, http1.Exchange())
+        kept = [c for idle in connections_pool._idle.values() for c in idle]
         await asyncio.sleep(0.5)  # the sweep runs after the keep-alive
-        left = [c for idle in pool._idle.values() for c in idle]
-        pool.close()
+        left = [c for idle in connections_pool._idle.values() for c in idle]
+        connections_pool.close()
         return kept, left
 
     kept, left = asyncio.run(go())
@@ -131,6 +125,17 @@ def test_idle_connections_are_closed_after_the_keepalive(rx):
 
 async def _literal(host: str) -> list[str]:
     return [host]
+
+
+def _pool(*, limit: int, keepalive: float) -> pool.Pool:
+    """A pool that dials a URL's literal address as it is."""
+    return pool.Pool(
+        limit=limit,
+        keepalive=keepalive,
+        body_limit=LIMIT,
+        addresses=lambda host, port: _literal(host),
+        ssl_context=None,
+    )
 
 
 @pytest.mark.parametrize(
@@ -158,23 +163,17 @@ def test_no_more_connections_are_kept_idle_than_the_limit():
     # Three receivers, one after another, on a pool of two: the third
     # connection is closed once answered, not kept as a third idle socket.
     async def go(urls):
-        pool = http1.Pool(
-            limit=2,
-            keepalive=30,
-            body_limit=LIMIT,
-            addresses=lambda host, port: _literal(host),
-            ssl_context=None,
-        )
+        connections_pool = _pool(limit=2, keepalive=30)
         connections = []
         for url in urls:
             exchange = http1.Exchange()
             target = target_of(url)
-            await pool.post(target, frame(target, {}, b"{}"), exchange)
+            await connections_pool.post(target, frame(target, {}, b"{}"), exchange)
             connections.append(exchange.connection)
         await asyncio.sleep(0.05)  # let the aborted socket report its close
-        idle = [c for kept in pool._idle.values() for c in kept]
+        idle = [c for kept in connections_pool._idle.values() for c in kept]
         closed = [connection.closed for connection in connections]
-        pool.close()
+        connections_pool.close()
         return connections, idle, closed
 
     with HostileReceiver() as a, HostileReceiver() as b, HostileReceiver() as c:
@@ -190,3 +189,63 @@ def test_a_full_excerpt_is_answered_without_waiting_for_the_rest(rx):
     (result,) = send_all([rx.url("stall")], timeout=2)
     assert (result.status_code, result.body_excerpt) == (200, "z" * LIMIT)
     assert result.duration_ms < 1000
+
+
+def test_trailers_that_never_end_are_cut_not_read_to_the_deadline(rx):
+    async def endless_trailer(writer) -> None:
+        writer.write(head("200 OK", "Transfer-Encoding: chunked") + b"2\r\nok\r\n0\r\n")
+        writer.write(b"X-Trailer: " + b"t" * 200_000)
+        await writer.drain()
+        await asyncio.sleep(10)  # and never ends the line
+
+    rx.behaviours["trailer"] = endless_trailer
+    (result,) = send_all([rx.url("trailer")], timeout=3)
+    assert (result.status_code, result.error_kind) == (None, "invalid_response")
+    assert "trailers are too long" in result.error_message
+    assert result.duration_ms < 2000
+
+
+def test_an_informational_answer_with_a_body_is_refused(rx):
+    rx.behaviours["1xx-body"] = reply(
+        b"HTTP/1.1 150 Odd\r\nContent-Length: 5\r\n\r\nhello"
+        + head("200 OK", length=2)
+        + b"ok"
+    )
+    (result,) = send_all([rx.url("1xx-body")])
+    assert (result.status_code, result.error_kind) == (None, "invalid_response")
+
+
+def test_a_stream_of_informational_answers_counts_as_one_head(rx):
+    rx.behaviours["1xx-flood"] = reply(b"HTTP/1.1 100 Continue\r\n\r\n" * 5000)
+    (result,) = send_all([rx.url("1xx-flood")], timeout=3)
+    assert (result.status_code, result.error_kind) == (None, "invalid_response")
+    assert "head is over" in result.error_message
+
+
+def test_an_idle_connection_the_receiver_closes_leaves_the_pool_at_once(rx):
+    async def go():
+        connections_pool = _pool(limit=4, keepalive=30)
+        target = target_of(rx.url("close-later"))
+        await connections_pool.post(target, frame(target, {}, b"{}"), http1.Exchange())
+        before = connections_pool._idle_count
+        await asyncio.sleep(0.3)  # the receiver closes 0.1 s after answering
+        after = connections_pool._idle_count
+        connections_pool.close()
+        return before, after
+
+    async def close_later(writer) -> None:
+        writer.write(head("200 OK", length=2) + b"ok")
+        await writer.drain()
+        await asyncio.sleep(0.1)
+        writer.close()
+
+    rx.behaviours["close-later"] = close_later
+    assert asyncio.run(go()) == (1, 0)
+
+
+def test_framing_headers_from_an_old_row_never_double_the_framing(rx):
+    send_all([rx.url("ok")], {"host": "elsewhere.example", "Content-Length": "999"})
+    assert rx.received == ["/ok"]
+    assert rx.headers[0]["Host"] == f"127.0.0.1:{rx.port}"
+    assert rx.headers[0]["Content-Length"] == "2"
+    assert "host" not in rx.headers[0]

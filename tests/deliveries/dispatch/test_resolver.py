@@ -13,6 +13,7 @@ import ipaddress
 import socket
 import ssl
 import threading
+import time
 
 import pytest
 import trustme
@@ -264,3 +265,61 @@ def test_an_untrusted_certificate_is_a_tls_error(tls_server):
     port, _, _ = tls_server
     result = send_tls("relay-test.example", port, None)  # the system's CAs only
     assert (result.status_code, result.error_kind) == (None, "tls_error")
+
+
+def test_a_fully_qualified_name_is_verified_and_sent_as_sni_without_its_dot(
+    tls_server,
+):
+    port, client_ctx, names = tls_server
+    result = send_tls("relay-test.example.", port, client_ctx)
+    assert (result.status_code, result.error_kind) == (200, "")
+    assert names[-1] == "relay-test.example"
+
+
+def test_sends_that_ask_for_one_name_at_once_share_one_lookup():
+    calls: list[str] = []
+
+    def slow(host: str, port: int) -> list[str]:
+        calls.append(host)
+        time.sleep(0.3)  # a merchant's slow DNS server, not a test waiting
+        return [PUBLIC_IP]
+
+    async def go():
+        addresses = CheckedAddresses(allow_private=False, resolve=slow)
+        try:
+            return await asyncio.gather(
+                *(addresses("slow.example", 443) for _ in range(20))
+            )
+        finally:
+            addresses.close()
+
+    assert asyncio.run(go()) == [[PUBLIC_IP]] * 20
+    assert calls == ["slow.example"]
+
+
+def test_a_happy_eyeballs_fallback_when_the_first_address_drops_packets():
+    # The name's first address is a listener whose backlog is full (the kernel
+    # drops the SYNs); its second is a real receiver on the same port.
+    with HostileReceiver() as rx:
+        silent = socket.socket()
+        silent.bind(("127.0.0.2", rx.port))
+        silent.listen(0)
+        fillers = []
+        try:
+            for _ in range(4):
+                filler = socket.socket()
+                filler.setblocking(False)
+                filler.connect_ex(("127.0.0.2", rx.port))
+                fillers.append(filler)
+            time.sleep(0.05)  # let the kernel complete the fillers' handshakes
+            result = send(
+                f"http://relay-test.example:{rx.port}/ok",
+                resolve=resolver({"relay-test.example": ["127.0.0.2", "127.0.0.1"]}),
+                allow_private=True,
+                timeout=3,
+            )
+        finally:
+            for s in [*fillers, silent]:
+                s.close()
+    assert (result.status_code, result.error_kind) == (200, "")
+    assert result.duration_ms < 2000

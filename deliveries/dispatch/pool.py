@@ -1,0 +1,204 @@
+"""The sender's connections: a pool of keep-alive HTTP/1.1 connections
+(http1.Connection) per (scheme, host, port), dialled only to the addresses
+the destination policy checked (resolver.CheckedAddresses).
+
+At most `limit` connections are in use at once (a send past it waits, its
+deadline running) and at most `limit` are kept idle, each closed after
+`keepalive` seconds or as soon as its receiver closes it: a sender needs at
+most two sockets per send slot (transport.FILES_PER_SLOT).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import socket
+import ssl
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import aiohappyeyeballs
+
+from deliveries.dispatch.http1 import Connection, Exchange, Response
+
+HAPPY_EYEBALLS_DELAY = 0.25
+
+
+class ConnectFailed(Exception):
+    """No address of the host took a connection; .error is the last OSError."""
+
+    def __init__(self, host: str, port: int, error: OSError) -> None:
+        super().__init__(f"{host}:{port}: {error}")
+        self.host, self.port, self.error = host, port, error
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where a URL's request goes, parsed once per URL (transport.target_of)."""
+
+    key: tuple[str, str, int]  # scheme, host, port: the pool a connection joins
+    host: str  # the host to resolve, and the TLS server name
+    port: int
+    tls: bool
+    head: bytes  # "POST <path> HTTP/1.1\r\nHost: <host>\r\n"
+
+
+def _addr_info(address: str, port: int):
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    return (family, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (address, port))
+
+
+AddressLookup = Callable[[str, int], Awaitable[list[str]]]
+
+
+class Pool:
+    """Keep-alive connections by (scheme, host, port), at most `limit` in use
+    at once; idle ones are closed after `keepalive` seconds, and never more
+    than `limit` are kept idle."""
+
+    def __init__(
+        self,
+        *,
+        limit: int,
+        keepalive: float,
+        body_limit: int,
+        addresses: AddressLookup,
+        ssl_context: ssl.SSLContext | None,
+    ) -> None:
+        self.limit = limit
+        self.keepalive = keepalive
+        self.body_limit = body_limit
+        self.addresses = addresses
+        self.ssl_context = ssl_context
+        self._slots: asyncio.Semaphore | None = None
+        self._idle: dict[tuple[str, str, int], list[Connection]] = {}
+        self._idle_count = 0
+        self._sweep: asyncio.TimerHandle | None = None
+
+    async def post(
+        self, target: Target, request: bytes, exchange: Exchange
+    ) -> Response:
+        """Send request (head and body, framed) to target; the answer."""
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.limit)
+        async with self._slots:
+            connection = self._take_idle(target.key) or await self._connect(target)
+            exchange.connection = connection
+            try:
+                response = await connection.start(request)
+            except BaseException:
+                connection.abort()  # failed, timed out or cancelled mid-answer
+                raise
+            self._give_back(target.key, connection)
+            return response
+
+    def _take_idle(self, key) -> Connection | None:
+        idle = self._idle.get(key)
+        if not idle:
+            return None
+        now = asyncio.get_running_loop().time()
+        while idle:
+            connection = idle.pop()  # the newest: the likeliest to be alive
+            self._idle_count -= 1
+            connection.on_idle_lost = None
+            if (
+                not connection.closed
+                and not connection.transport.is_closing()  # type: ignore[union-attr]
+                and now - connection.idle_since < self.keepalive
+            ):
+                return connection
+            connection.abort()
+        return None
+
+    async def _connect(self, target: Target) -> Connection:
+        loop = asyncio.get_running_loop()
+        context = None
+        if target.tls:
+            if self.ssl_context is None:
+                self.ssl_context = ssl.create_default_context()
+            context = self.ssl_context
+        addresses = await self.addresses(target.host, target.port)
+        try:
+            if len(addresses) == 1:
+                host, sock = addresses[0], None
+            else:
+                # Happy Eyeballs (RFC 8305), as aiohttp's connector did: the
+                # next address is tried 0.25 s after the last, so one that
+                # drops packets cannot spend the whole deadline.
+                host, sock = (
+                    None,
+                    await aiohappyeyeballs.start_connection(
+                        [_addr_info(a, target.port) for a in addresses],
+                        happy_eyeballs_delay=HAPPY_EYEBALLS_DELAY,
+                    ),
+                )
+            _, connection = await loop.create_connection(
+                lambda: Connection(self.body_limit),
+                host,
+                target.port if sock is None else None,
+                sock=sock,
+                ssl=context,
+                # Checked against the certificate and sent as SNI: the URL's
+                # host, without the trailing dot of a fully qualified name.
+                server_hostname=target.host.rstrip(".") if context else None,
+            )
+            return connection
+        except ssl.SSLError:
+            raise  # the certificate or the handshake: classified by the caller
+        except OSError as exc:  # refused, unreachable, reset
+            raise ConnectFailed(target.host, target.port, exc) from exc
+
+    def _give_back(self, key, connection: Connection) -> None:
+        if not connection.reusable or connection.closed:
+            connection.abort()
+            return
+        if self._idle_count >= self.limit:
+            connection.abort()
+            return
+        loop = asyncio.get_running_loop()
+        connection.idle_since = loop.time()
+        self._idle.setdefault(key, []).append(connection)
+        self._idle_count += 1
+        connection.on_idle_lost = functools.partial(self._forget, key)
+        if self._sweep is None:
+            self._sweep = loop.call_later(self.keepalive, self._close_stale)
+
+    def _forget(self, key, connection: Connection) -> None:
+        """A receiver closed an idle connection: its place is free now."""
+        connection.on_idle_lost = None
+        idle = self._idle.get(key)
+        if idle is not None and connection in idle:
+            idle.remove(connection)
+            self._idle_count -= 1
+
+    def _close_stale(self) -> None:
+        self._sweep = None
+        loop = asyncio.get_running_loop()
+        cutoff = loop.time() - self.keepalive
+        for key, idle in list(self._idle.items()):
+            keep = []
+            for connection in idle:
+                if not connection.closed and connection.idle_since > cutoff:
+                    keep.append(connection)
+                else:
+                    connection.abort()
+                    self._idle_count -= 1
+            if keep:
+                self._idle[key] = keep
+            else:
+                del self._idle[key]
+        if self._idle_count:
+            self._sweep = loop.call_later(self.keepalive / 2, self._close_stale)
+
+    def close(self) -> None:
+        close_addresses = getattr(self.addresses, "close", None)
+        if close_addresses is not None:
+            close_addresses()
+        if self._sweep is not None:
+            self._sweep.cancel()
+            self._sweep = None
+        for idle in self._idle.values():
+            for connection in idle:
+                connection.abort()
+        self._idle.clear()
+        self._idle_count = 0
