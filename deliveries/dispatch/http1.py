@@ -15,8 +15,9 @@ longer than MAX_LINE_BYTES, more than MAX_HEADERS headers, or a head over
 MAX_HEAD_BYTES (informational answers included) ends the attempt
 (ResponseError), as do chunk framing and trailers past the kept body's worth;
 at most body_limit bytes of the body are kept, trailers never, and a
-connection whose body was cut, or that answered out of turn, is never reused. Deadlines are the caller's (transport.py wraps each
-send in one asyncio.timeout); a cancelled send closes its connection.
+connection whose body was cut, or that answered out of turn, is never reused.
+Deadlines are the caller's (transport.py wraps each send in one
+asyncio.timeout); a cancelled send closes its connection.
 """
 
 from __future__ import annotations
@@ -39,17 +40,12 @@ class ResponseError(Exception):
 class Disconnected(Exception):
     """The connection ended before the response did."""
 
-    def __init__(self, message: str, *, had_head: bool) -> None:
-        super().__init__(message)
-        self.had_head = had_head
-
 
 @dataclass(frozen=True, slots=True)
 class Response:
     status: int
     headers: list[tuple[bytes, bytes]]  # as received, in order
     body: bytes  # at most the body limit
-    complete: bool  # the whole body was read
 
 
 class Exchange:
@@ -175,8 +171,7 @@ class Connection(asyncio.Protocol):
             Disconnected(
                 f"The receiver {how} the connection before the body was complete"
                 if self.head_done
-                else f"The receiver {how} the connection before answering",
-                had_head=self.head_done,
+                else f"The receiver {how} the connection before answering"
             )
         )
 
@@ -202,9 +197,8 @@ class Connection(asyncio.Protocol):
         line = len(name) + len(value)
         if line > MAX_LINE_BYTES:
             raise ResponseError(f"a header line is over {MAX_LINE_BYTES} bytes")
-        if (
-            b"\x00" in value
-        ):  # lenient_headers lets it through; stored text can't hold it
+        # lenient_headers lets NUL through; the text stored can't hold it.
+        if b"\x00" in value:
             raise ResponseError("Invalid header value char")
         # The head as parsed (data_received bounds a head still arriving; this,
         # one that came whole in a single read).
@@ -261,7 +255,7 @@ class Connection(asyncio.Protocol):
         waiter, self._waiter = self._waiter, None
         if waiter is not None and not waiter.done():
             body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
-            waiter.set_result(Response(self.status, self._headers, body, complete))
+            waiter.set_result(Response(self.status, self._headers, body))
 
     def _fail(self, error: Exception) -> None:
         self.reusable = False

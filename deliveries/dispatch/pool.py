@@ -25,7 +25,7 @@ HAPPY_EYEBALLS_DELAY = 0.25
 
 
 class ConnectFailed(Exception):
-    """No address of the host took a connection; .error is the last OSError."""
+    """No address of the host took a connection; .error says why."""
 
     def __init__(self, host: str, port: int, error: OSError) -> None:
         super().__init__(f"{host}:{port}: {error}")
@@ -191,9 +191,6 @@ class Pool:
             self._sweep = loop.call_later(self.keepalive / 2, self._close_stale)
 
     def close(self) -> None:
-        close_addresses = getattr(self.addresses, "close", None)
-        if close_addresses is not None:
-            close_addresses()
         if self._sweep is not None:
             self._sweep.cancel()
             self._sweep = None

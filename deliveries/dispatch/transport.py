@@ -132,11 +132,12 @@ class AsyncSender:
         self.body_limit = body_limit
         self.allow_private = allow_private
         self.monotonic = monotonic
+        self._addresses = CheckedAddresses(allow_private=allow_private, resolve=resolve)
         self._pool = pool.Pool(
             limit=limit,
             keepalive=KEEPALIVE_SECONDS,
             body_limit=body_limit,
-            addresses=CheckedAddresses(allow_private=allow_private, resolve=resolve),
+            addresses=self._addresses,
             # Always verified, with the URL's host as the name checked and sent
             # as SNI; None is the system's default context, made on first use.
             ssl_context=ssl_context,
@@ -144,6 +145,7 @@ class AsyncSender:
 
     async def close(self) -> None:
         self._pool.close()
+        self._addresses.close()
 
     async def send(self, request: OutgoingRequest) -> SendResult:
         started = self.monotonic()
