@@ -26,14 +26,9 @@ def live_secrets(
         # Every claim asks this: the text written once, not compiled by the ORM
         # each time (the dispatcher's load_sql.py says why). On Citus too: the
         # same statement as the ORM's, over every shard.
-        field = EndpointSecret._meta.get_field("secret")
         with connection.cursor() as cursor:
-            cursor.execute(_SECRETS_SQL, {"endpoints": endpoint_ids, "now": now})
-            for endpoint_id, secret in cursor.fetchall():
-                secrets[endpoint_id].append(
-                    field.from_db_value(secret, None, connection)
-                )
-        return dict(secrets)
+            cursor.execute(*live_secrets_statement(endpoint_ids=endpoint_ids, now=now))
+            return live_secrets_read(cursor.fetchall())
     merchant = {} if merchant_id is None else {"merchant_id": merchant_id}
     rows = (
         EndpointSecret.objects.filter(endpoint_id__in=list(endpoint_ids), **merchant)
@@ -43,6 +38,23 @@ def live_secrets(
     )
     for endpoint_id, secret in rows:
         secrets[endpoint_id].append(secret)
+    return dict(secrets)
+
+
+def live_secrets_statement(
+    *, endpoint_ids: list[str], now: datetime
+) -> tuple[str, dict]:
+    """live_secrets' statement on PostgreSQL, for a caller that sends it with
+    others (the dispatcher's claim): its rows go to live_secrets_read."""
+    return _SECRETS_SQL, {"endpoints": endpoint_ids, "now": now}
+
+
+def live_secrets_read(rows: Iterable[tuple]) -> dict[str, list[str]]:
+    """live_secrets_statement's rows as live_secrets returns them (decrypted)."""
+    field = EndpointSecret._meta.get_field("secret")
+    secrets: dict[str, list[str]] = defaultdict(list)
+    for endpoint_id, secret in rows:
+        secrets[endpoint_id].append(field.from_db_value(secret, None, connection))
     return dict(secrets)
 
 

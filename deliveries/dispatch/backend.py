@@ -64,3 +64,10 @@ def runs_written_sql(conn: BaseDatabaseWrapper | None = None) -> bool:
     path (jobs._rows_per_merchant); load_sql.LIVE is the ORM form's statement
     there too (merchant_id = ANY)."""
     return _postgresql(conn)
+
+
+def pipelines(conn: BaseDatabaseWrapper | None = None) -> bool:
+    """Several statements can be sent before the first answer is read
+    (psycopg's pipeline mode), so independent statements cost one round trip
+    together (together.py)."""
+    return _postgresql(conn)

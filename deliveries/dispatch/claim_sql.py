@@ -1,4 +1,5 @@
-"""The claim's two PostgreSQL statements, and why they are written as they are.
+"""The claim's two PostgreSQL statements, and why they are written as they are
+(the second also loads the jobs of the rows it takes, from load_sql.py).
 
 Both are run by claiming.py (SQLite has ORM forms there) inside
 prepared.statements(), so a dispatcher's session plans each once.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import functools
 
+from deliveries.dispatch import load_sql
 from deliveries.models import Delivery
 from endpoints.models import Endpoint, EndpointHealth, Merchant
 
@@ -144,24 +146,32 @@ LIMIT %(limit)s
 # the plain endpoint_id index and sorted them all (345 ms a claim, against
 # 12). Each endpoint's share of the rows locked is taken above it.
 #
+# loads (plain PostgreSQL): the rows it marks come back with what their jobs
+# need (load_sql.JOB_ROWS's columns, joined here), so loading them costs no
+# statement of its own after the claim: each statement a dispatcher's claiming
+# thread waits for is also a wait for the GIL once its answer is in.
+#
 # pinned (Citus): one merchant's endpoints, and every scan and the UPDATE say
 # merchant_id = %(merchant)s, so the statement is routed to that merchant's
-# shard: Citus runs FOR UPDATE only in a statement that names one shard.
+# shard: Citus runs FOR UPDATE only in a statement that names one shard. Its
+# jobs are loaded after the claim, per merchant (jobs._rows_per_merchant).
 @functools.lru_cache(maxsize=64)
 def lock(most: int, *, pinned: bool = False) -> str:
     """The locking statement for shares of at most `most` rows."""
     x_pin = "x.merchant_id = %(merchant)s AND " if pinned else ""
     t_pin = "AND t.merchant_id = %(merchant)s " if pinned else ""
+    job = "" if pinned else f",\n    {load_sql.job_columns('taken')}"
+    job_join = "" if pinned else load_sql.job_joins("taken", outer=True)
     return f"""
 WITH locked AS (
     SELECT d.id, d.status, d.claimed_by, d.attempt_count, d.budget_start,
-        d.endpoint_id, d.merchant_id, d.ordering_key
+        d.endpoint_id, d.merchant_id, d.ordering_key, d.event_id
     FROM unnest(%(endpoints)s::text[], %(shares)s::int[]) AS q(endpoint_id, share)
     CROSS JOIN LATERAL (
         SELECT l.* FROM (
             SELECT x.id, x.status, x.claimed_by, x.attempt_count,
                 x.budget_start, x.endpoint_id, x.merchant_id, x.ordering_key,
-                x.next_attempt_at
+                x.event_id, x.next_attempt_at
             FROM {Delivery._meta.db_table} AS x
             WHERE {x_pin}(x.endpoint_id, x.next_attempt_at)
                 >= (q.endpoint_id, '-infinity'::timestamptz)
@@ -180,8 +190,9 @@ WITH locked AS (
         claimed_until = %(lease)s, next_attempt_at = %(lease)s
     FROM locked
     WHERE t.id = locked.id AND locked.status = 'pending' {t_pin}
-    RETURNING t.id
+    RETURNING t.id, t.ordering_key, t.attempt_count, t.budget_start,
+        t.event_id, t.endpoint_id, t.merchant_id
 )
-SELECT locked.*, taken.id IS NOT NULL AS taken
-FROM locked LEFT JOIN taken ON taken.id = locked.id
+SELECT locked.*, taken.id IS NOT NULL AS taken{job}
+FROM locked LEFT JOIN taken ON taken.id = locked.id{job_join}
 """

@@ -18,16 +18,20 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F
 
-from deliveries.dispatch import backend, claim_sql, prepared
+from deliveries.dispatch import backend, claim_sql, load_sql, prepared
 from deliveries.dispatch.due import (
     DUE_STATUSES,
+    Live,
     endpoints_with_due_work,
     live_claims,
+    live_of,
     rooms,
 )
 from deliveries.dispatch.shares import merchant_shares
+from deliveries.dispatch.together import sent_together
 from deliveries.lanes import lanes_advance
 from deliveries.models import Attempt, Delivery, ErrorKind
+from endpoints.selectors import live_secrets_read, live_secrets_statement
 from relayproject.lib import citus
 
 logger = logging.getLogger(__name__)
@@ -37,6 +41,10 @@ logger = logging.getLogger(__name__)
 # One lock per merchant covers its endpoints too: each endpoint has one
 # merchant, and every claim counts an endpoint only under its merchant's lock.
 MERCHANT_LOCK_SPACE = 0x726D
+_MERCHANT_LOCKS = (
+    "SELECT m.id FROM unnest(%s::bigint[]) WITH ORDINALITY AS m(id, n) "
+    "WHERE pg_try_advisory_xact_lock(%s, hashtext(m.id::text)) ORDER BY m.n"
+)
 CLAIM_FIELDS = (
     "id",
     "status",
@@ -70,6 +78,11 @@ class Claim:
     contended: int = 0
     # Leases found expired, logged after commit (never inside the transaction).
     lost: list[dict] = field(default_factory=list)
+    # What the rows marked by the locking statement need to be sent, read by
+    # that statement (plain PostgreSQL): their job rows (load_sql's columns,
+    # as read) and their endpoints' secrets. jobs_load reads the rest.
+    job_rows: list[tuple] = field(default_factory=list)
+    secrets: dict[str, list[str]] = field(default_factory=dict)
 
 
 def claim_batch(
@@ -84,7 +97,9 @@ def claim_batch(
     transaction: which of their merchants no other claim is counting right
     now (a transaction-level advisory lock each, tried, never waited for),
     how many live claims those merchants and their endpoints have, then each
-    endpoint's own oldest due rows, SKIP LOCKED.
+    endpoint's own oldest due rows, SKIP LOCKED. On PostgreSQL the first two
+    go in one round trip, and the third brings back the taken rows' jobs
+    with their secrets in another (claim.job_rows, claim.secrets).
     """
     claim = Claim(lease_until=now + timedelta(seconds=lease_seconds))
     if limit <= 0:
@@ -105,12 +120,11 @@ def _claim_due(
     due: dict, *, claim: Claim, worker_id: str, now: datetime, limit: int
 ) -> Claim:
     with transaction.atomic():
-        merchants = merchants_to_count(
-            list(dict.fromkeys(d.merchant_id for d in due.values()))
+        merchants, live = merchants_counted(
+            list(dict.fromkeys(d.merchant_id for d in due.values())), now=now
         )
         counting = {e: d for e, d in due.items() if d.merchant_id in merchants}
         claim.contended = len(due) - len(counting)
-        live = live_claims(merchants, now=now)
         shares = merchant_shares(
             limit=limit, merchants=rooms(counting, merchants, live)
         )
@@ -118,30 +132,41 @@ def _claim_due(
             shares,
             merchants={e: due[e].merchant_id for e in shares},
             max_attempts={e: due[e].max_attempts for e in shares},
+            claim=claim,
             now=now,
             worker_id=worker_id,
-            lease_until=claim.lease_until,
         )
         rows_take(rows, claim=claim, worker_id=worker_id, now=now)
     log_claim(claim)
     return claim
 
 
-def merchants_to_count(merchant_ids: list[int]) -> list[int]:
-    """The merchants this claim may count and take from: on PostgreSQL those
-    whose advisory lock it gets, so two claims never count one merchant's live
-    claims (nor any of its endpoints') at once: the merchant's and its
-    endpoints' max_in_flight hold across dispatchers. The lock is held to
-    commit; a merchant another claim holds is skipped, not waited for."""
+def merchants_counted(
+    merchant_ids: list[int], *, now: datetime
+) -> tuple[list[int], Live]:
+    """The merchants this claim may count and take from, and their live claims.
+
+    On PostgreSQL the merchants are those whose advisory lock it gets, so two
+    claims never count one merchant's live claims (nor any of its endpoints')
+    at once: the merchant's and its endpoints' max_in_flight hold across
+    dispatchers. The lock is held to commit; a merchant another claim holds is
+    skipped, not waited for.
+
+    The count is sent with the locks, in one round trip, for every merchant
+    asked, and kept for those locked. It runs after the locks are taken, with
+    a snapshot of its own (READ COMMITTED), so it sees all that the merchant's
+    last holder committed before letting go, as a count sent after the locks'
+    answer would."""
     if not backend.shared_by_dispatchers() or not merchant_ids:
-        return merchant_ids  # SQLite: one dispatcher, one writer at a time
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT m.id FROM unnest(%s::bigint[]) WITH ORDINALITY AS m(id, n) "
-            "WHERE pg_try_advisory_xact_lock(%s, hashtext(m.id::text)) ORDER BY m.n",
-            [merchant_ids, MERCHANT_LOCK_SPACE],
-        )
-        return [row[0] for row in cursor.fetchall()]
+        # SQLite: one dispatcher, one writer at a time
+        return merchant_ids, live_claims(merchant_ids, now=now)
+    with connection.cursor() as locks, connection.cursor() as counts:
+        with sent_together():
+            locks.execute(_MERCHANT_LOCKS, [merchant_ids, MERCHANT_LOCK_SPACE])
+            counts.execute(load_sql.LIVE, {"now": now, "merchants": merchant_ids})
+        merchants = [row[0] for row in locks.fetchall()]
+        locked = set(merchants)
+        return merchants, live_of(c for c in counts.fetchall() if c[1] in locked)
 
 
 def _due_rows_locked(
@@ -149,56 +174,90 @@ def _due_rows_locked(
     *,
     merchants: dict[str, int],
     max_attempts: dict[str, int | None],
+    claim: Claim,
     now: datetime,
     worker_id: str,
-    lease_until: datetime,
 ) -> list[dict]:
     """Each endpoint's oldest due rows, up to its share, locked SKIP LOCKED.
 
     On PostgreSQL the same statement marks the pending ones delivering under
     the lease (row["taken"]), a round trip less; expired leases are left to
-    rows_take, which spends their lost attempt first."""
+    rows_take, which spends their lost attempt first. On plain PostgreSQL it
+    also reads the marked rows' jobs, and their endpoints' secrets are read
+    in the same round trip (claim.job_rows, claim.secrets)."""
     if not shares:
         return []
     if backend.shared_by_dispatchers():
-        # One statement for all merchants; on Citus one per merchant, each
-        # routed to its shard (claim_sql.lock, pinned).
-        pinned = citus.on()
-        groups: dict[int | None, dict[str, int]] = {}
-        for endpoint_id, share in shares.items():
-            key = merchants[endpoint_id] if pinned else None
-            groups.setdefault(key, {})[endpoint_id] = share
-        rows = []
-        with connection.cursor() as cursor:
-            for merchant_id, group in groups.items():
+        return _locked_rows(
+            shares,
+            merchants=merchants,
+            max_attempts=max_attempts,
+            claim=claim,
+            arguments={"now": now, "worker": worker_id, "lease": claim.lease_until},
+        )
+    rows = [
+        row
+        for endpoint_id, share in shares.items()
+        for row in Delivery.objects.select_for_update(skip_locked=True)
+        .filter(
+            endpoint_id=endpoint_id,
+            status__in=DUE_STATUSES,
+            next_attempt_at__lte=now,
+        )
+        .order_by("next_attempt_at")
+        .values(*CLAIM_FIELDS[:-1])[:share]
+    ]
+    for row in rows:
+        row["endpoint__max_attempts"] = max_attempts[row["endpoint_id"]]
+    return rows
+
+
+def _locked_rows(
+    shares: dict[str, int],
+    *,
+    merchants: dict[str, int],
+    max_attempts: dict[str, int | None],
+    claim: Claim,
+    arguments: dict,
+) -> list[dict]:
+    """_due_rows_locked on PostgreSQL: one statement for all merchants, sent
+    with the secrets read; on Citus one per merchant, each routed to its shard
+    (claim_sql.lock, pinned), and the jobs loaded after the claim."""
+    pinned = citus.on()
+    groups: dict[int | None, dict[str, int]] = {}
+    for endpoint_id, share in shares.items():
+        key = merchants[endpoint_id] if pinned else None
+        groups.setdefault(key, {})[endpoint_id] = share
+    statement = claim_sql.lock(max(shares.values()), pinned=pinned)
+    rows = []
+    with connection.cursor() as cursor, connection.cursor() as secrets:
+        for merchant_id, group in groups.items():
+            with sent_together():
                 cursor.execute(
-                    claim_sql.lock(max(shares.values()), pinned=pinned),
+                    statement,
                     {
                         "endpoints": list(group),
                         "shares": list(group.values()),
                         "merchant": merchant_id,
-                        "now": now,
-                        "worker": worker_id,
-                        "lease": lease_until,
+                        **arguments,
                     },
                 )
-                names = [c.name for c in cursor.description]
-                rows += [dict(zip(names, r, strict=True)) for r in cursor.fetchall()]
-    else:
-        rows = [
-            row
-            for endpoint_id, share in shares.items()
-            for row in Delivery.objects.select_for_update(skip_locked=True)
-            .filter(
-                endpoint_id=endpoint_id,
-                status__in=DUE_STATUSES,
-                next_attempt_at__lte=now,
-            )
-            .order_by("next_attempt_at")
-            .values(*CLAIM_FIELDS[:-1])[:share]
-        ]
-    for row in rows:
-        row["endpoint__max_attempts"] = max_attempts[row["endpoint_id"]]
+                if not pinned:
+                    secrets.execute(
+                        *live_secrets_statement(
+                            endpoint_ids=list(group), now=arguments["now"]
+                        )
+                    )
+            names = [c.name for c in cursor.description]
+            claimed = names.index("taken") + 1  # the claim's columns; then a job's
+            for found in cursor.fetchall():
+                row = dict(zip(names[:claimed], found[:claimed], strict=True))
+                row["endpoint__max_attempts"] = max_attempts[row["endpoint_id"]]
+                rows.append(row)
+                if row["taken"] and len(found) > claimed:
+                    claim.job_rows.append(found[claimed:])
+        if not pinned:
+            claim.secrets = live_secrets_read(secrets.fetchall())
     return rows
 
 

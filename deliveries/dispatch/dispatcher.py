@@ -370,6 +370,7 @@ class Dispatcher:
                 now=now,
                 reclaimed_ids=claim.reclaimed_ids,
                 merchants=claim.merchants,
+                loaded=(claim.job_rows, claim.secrets),
             )
         )
         if jobs is not None:  # None: gave up after a lease; the lease resends them

@@ -137,13 +137,16 @@ def live_claims(merchant_ids: list[int] | None, *, now: datetime) -> Live:
     Every endpoint of the merchant counts, not only those with due work."""
     if merchant_ids is not None and not merchant_ids:
         return Live({}, {})
-    live = Live({}, {})
     if merchant_ids is not None and backend.runs_written_sql():
         with connection.cursor() as cursor:
             cursor.execute(load_sql.LIVE, {"now": now, "merchants": merchant_ids})
-            counts = cursor.fetchall()
-    else:
-        counts = _live_counts(merchant_ids, now=now)
+            return live_of(cursor.fetchall())
+    return live_of(_live_counts(merchant_ids, now=now))
+
+
+def live_of(counts) -> Live:
+    """(endpoint, merchant, live claims) rows, as Live."""
+    live = Live({}, {})
     for endpoint_id, merchant_id, n in counts:
         live.endpoints[endpoint_id] = n
         live.merchants[merchant_id] = live.merchants.get(merchant_id, 0) + n

@@ -70,6 +70,7 @@ _COLUMNS = (
     "endpoint__max_in_flight",
     "endpoint__permanent_statuses",
 )
+_EVENT = _COLUMNS.index("event__id")
 _ENDPOINT = _COLUMNS.index("endpoint__id")
 
 
@@ -82,18 +83,28 @@ def jobs_load(
     reclaimed_ids: set[str] = frozenset(),
     verification_ids: set[str] = frozenset(),
     merchants: Mapping[str, int] | None = None,
+    loaded: tuple[list, dict[str, list[str]]] = ((), {}),
 ) -> list[Job]:
     """Two queries for a whole batch: deliveries with event and endpoint, then
     secrets; on Citus two per merchant (`merchants`: delivery id -> merchant,
-    the claim's), each on the merchant's shard."""
-    if citus.on() and merchants:
-        rows, secrets = _rows_per_merchant(
-            delivery_ids, merchants=merchants, lease_until=lease_until, now=now
+    the claim's), each on the merchant's shard.
+
+    `loaded`: the rows and secrets the claim read already (Claim.job_rows,
+    Claim.secrets); only the deliveries not among them are read here."""
+    rows = [
+        list(row)
+        for row in loaded[0]
+        if row[_EVENT] is not None and row[_ENDPOINT] is not None  # as JOB_ROWS
+    ]
+    _convert(rows)
+    secrets = dict(loaded[1])
+    known = {row[0] for row in loaded[0]}
+    if rest := [pk for pk in delivery_ids if pk not in known]:
+        more, more_secrets = _rows_and_secrets(
+            rest, merchants=merchants, lease_until=lease_until, now=now
         )
-    else:
-        with prepared.statements():  # both texts the same whatever the batch
-            rows = _rows(delivery_ids, lease_until=lease_until)
-            secrets = live_secrets(endpoint_ids={r[_ENDPOINT] for r in rows}, now=now)
+        rows = sorted(rows + more, key=lambda r: r[0]) if rows else more
+        secrets |= more_secrets
     challenges = challenges_of(set(verification_ids))
     bodies: dict[str, bytes] = {}
     permanent_everywhere = frozenset(settings.PERMANENT_FAILURE_STATUSES)
@@ -163,6 +174,22 @@ def jobs_load(
     return jobs
 
 
+def _rows_and_secrets(
+    delivery_ids: list[str],
+    *,
+    merchants: Mapping[str, int] | None,
+    lease_until: datetime,
+    now: datetime,
+) -> tuple[list, dict[str, list[str]]]:
+    if citus.on() and merchants:
+        return _rows_per_merchant(
+            delivery_ids, merchants=merchants, lease_until=lease_until, now=now
+        )
+    with prepared.statements():  # both texts the same whatever the batch
+        rows = _rows(delivery_ids, lease_until=lease_until)
+        return rows, live_secrets(endpoint_ids={r[_ENDPOINT] for r in rows}, now=now)
+
+
 def _rows(delivery_ids: list[str], *, lease_until: datetime, **merchant) -> list:
     with prepared.statements():  # the same text whatever the batch
         if not merchant and backend.runs_written_sql():
@@ -198,10 +225,15 @@ def _rows_written(delivery_ids: list[str], *, lease_until: datetime) -> list:
     with connection.cursor() as cursor:
         cursor.execute(load_sql.JOB_ROWS, {"ids": delivery_ids, "lease": lease_until})
         rows = [list(row) for row in cursor.fetchall()]
+    _convert(rows)
+    return rows
+
+
+def _convert(rows: list[list]) -> None:
+    """Rows of load_sql's job columns, converted in place as the ORM would."""
     for n, convert in _CONVERTED:
         for row in rows:
             row[n] = convert(row[n], None, connection)
-    return rows
 
 
 def _rows_per_merchant(

@@ -1,6 +1,9 @@
-"""The PostgreSQL text of the reads every claim makes after claim_sql's two:
-the live claims it counts and the jobs it loads (their secrets are read by
-endpoints.selectors.live_secrets, written out there the same way).
+"""The PostgreSQL text of the claim's other reads: the live claims it counts
+and the jobs it loads (their secrets are read by
+endpoints.selectors.live_secrets, written out there the same way). A batch
+claim's jobs come back from claim_sql.lock itself, with these columns; the
+rows claimed otherwise (probes, verifications, expired leases taken over)
+are read by JOB_ROWS after the claim.
 
 Their ORM forms (due.py, jobs.py, endpoints.selectors) run on SQLite, and on
 Citus where a statement must name its merchant (jobs._rows_per_merchant; LIVE
@@ -30,17 +33,35 @@ AND y.merchant_id = ANY(%(merchants)s)
 GROUP BY y.endpoint_id, y.merchant_id
 """
 
-# jobs._rows: a claim's rows with their event and endpoint, in the order the
-# ORM form gives (jobs.COLUMNS). The joins name the merchant as the models'
-# merchant-scoped foreign keys do.
+
+# A job's columns, in the order of jobs.COLUMNS (the ORM form's), from the
+# deliveries `d` joined to their event `v` and endpoint `e` by job_joins. The
+# joins name the merchant as the models' merchant-scoped foreign keys do.
+# claim_sql.lock returns them too, for the rows it marks, with `d` its
+# UPDATE's RETURNING; they are named apart from the claim's own columns.
+def job_columns(d: str) -> str:
+    return f"""{d}.id AS job_id, {d}.ordering_key AS job_ordering_key,
+    {d}.attempt_count AS job_attempt_count, {d}.budget_start AS job_budget_start,
+    v.id AS job_event_id, v.type, v.data, v.created_at,
+    v.merchant_id AS job_merchant_id, v.traceparent,
+    e.id AS job_endpoint_id, e.url, e.max_attempts, e.rate_limit_per_second,
+    e.headers, e.max_in_flight, e.permanent_statuses"""
+
+
+def job_joins(d: str, *, outer: bool = False) -> str:
+    """The event and endpoint of each delivery `d` (outer: a claim's locked
+    row that was not marked has no `d` and no job)."""
+    join = "LEFT JOIN" if outer else "JOIN"
+    return f"""
+{join} {_V} AS v ON v.id = {d}.event_id AND v.merchant_id = {d}.merchant_id
+{join} {_E} AS e ON e.id = {d}.endpoint_id AND e.merchant_id = {d}.merchant_id"""
+
+
+# jobs._rows: rows claimed earlier (probes, verifications, leases taken over)
+# with their event and endpoint, in the order the ORM form gives.
 JOB_ROWS = f"""
-SELECT d.id, d.ordering_key, d.attempt_count, d.budget_start,
-    v.id, v.type, v.data, v.created_at, v.merchant_id, v.traceparent,
-    e.id, e.url, e.max_attempts, e.rate_limit_per_second, e.headers,
-    e.max_in_flight, e.permanent_statuses
-FROM {_D} AS d
-JOIN {_V} AS v ON v.id = d.event_id AND v.merchant_id = d.merchant_id
-JOIN {_E} AS e ON e.id = d.endpoint_id AND e.merchant_id = d.merchant_id
+SELECT {job_columns("d")}
+FROM {_D} AS d{job_joins("d")}
 WHERE d.id = ANY(%(ids)s) AND d.claimed_until = %(lease)s
 ORDER BY d.next_attempt_at, d.id
 """

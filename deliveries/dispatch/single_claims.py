@@ -16,10 +16,10 @@ from deliveries.dispatch.claiming import (
     CLAIM_FIELDS,
     Claim,
     log_claim,
-    merchants_to_count,
+    merchants_counted,
     rows_take,
 )
-from deliveries.dispatch.due import DUE_STATUSES, live_claims
+from deliveries.dispatch.due import DUE_STATUSES
 from deliveries.models import Delivery
 from deliveries.verification import verification_make, verifications_due
 from endpoints import health
@@ -118,8 +118,9 @@ def claim_verifications(
 
 def _merchant_room(merchant_id: int, *, cap: int | None, now: datetime) -> bool:
     """Whether the merchant may have one more send now (its lock taken, to commit)."""
-    if not merchants_to_count([merchant_id]):
+    counted, live = merchants_counted([merchant_id], now=now)
+    if not counted:
         return False  # another claim is counting it
     if cap is None:
         cap = settings.MERCHANT_MAX_IN_FLIGHT
-    return live_claims([merchant_id], now=now).merchants.get(merchant_id, 0) < cap
+    return live.merchants.get(merchant_id, 0) < cap

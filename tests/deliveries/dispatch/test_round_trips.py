@@ -1,0 +1,86 @@
+"""How many times a claim waits for PostgreSQL, counted on the wire.
+
+Each wait is also a wait for the GIL once the answer is in, so the count is
+part of what a claim costs (together.py). libpq's own protocol trace counts
+the ReadyForQuery messages: one per round trip, however many statements it
+carried.
+"""
+
+from __future__ import annotations
+
+import tempfile
+
+import pytest
+from django.db import connection
+
+from deliveries.dispatch import claiming, prepared
+from deliveries.dispatch.jobs import jobs_load
+from deliveries.services import EventInput, events_publish
+from relayproject.lib.clock import utcnow
+from tests.support import factories
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+
+class RoundTrips:
+    """Counts the round trips on this thread's connection inside the block."""
+
+    def __enter__(self) -> RoundTrips:
+        connection.ensure_connection()
+        self._pgconn = connection.connection.pgconn
+        self._file = tempfile.TemporaryFile("w+")
+        self._pgconn.trace(self._file.fileno())
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._pgconn.untrace()
+        self._file.seek(0)
+        trace = self._file.read()
+        self._file.close()
+        self.count = trace.count("\tReadyForQuery\t")
+        self.statements = trace.count("\tBind\t") + trace.count("\tQuery\t")
+
+
+def a_claim_with_its_jobs(limit: int) -> tuple[claiming.Claim, list]:
+    now = utcnow()
+    claim = claiming.claim_batch(worker_id="w", now=now, lease_seconds=60, limit=limit)
+    jobs = jobs_load(
+        delivery_ids=claim.delivery_ids,
+        lease_until=claim.lease_until,
+        probe_ids=claim.probe_ids,
+        now=now,
+        merchants=claim.merchants,
+        loaded=(claim.job_rows, claim.secrets),
+    )
+    return claim, jobs
+
+
+def test_a_claim_and_its_jobs_take_five_round_trips():
+    """The due read; BEGIN; the merchants' locks with their live claims; the
+    rows locked and marked, with their jobs and their endpoints' secrets;
+    COMMIT. Sent one by one, as before, the same work took eight."""
+    endpoints = [factories.endpoint() for _ in range(3)]
+    for endpoint in endpoints:
+        events_publish(
+            merchant=endpoint.merchant,
+            events=[EventInput("order.paid", {"n": n}) for n in range(4)],
+        )
+    with prepared.statements(), RoundTrips() as trips:
+        claim, jobs = a_claim_with_its_jobs(limit=100)
+
+    assert len(claim.delivery_ids) == 12
+    assert sorted(j.delivery_id for j in jobs) == sorted(claim.delivery_ids)
+    assert {j.endpoint_id for j in jobs} == {e.pk for e in endpoints}
+    assert all(j.secrets for j in jobs), (
+        "every job is signed with its endpoint's secret"
+    )
+    assert trips.statements == 7
+    assert trips.count == 5
+
+
+def test_a_claim_that_finds_nothing_due_is_one_round_trip():
+    factories.endpoint()
+    with RoundTrips() as trips:
+        claim, jobs = a_claim_with_its_jobs(limit=100)
+    assert claim.delivery_ids == [] and jobs == []
+    assert trips.count == 1
