@@ -92,6 +92,7 @@ def outcomes_record(
         lanes_advance(lanes=_lanes_done(sent, verdicts, updated), now=now)
         healthy_successes: dict[str, int | None] = {}  # endpoint -> merchant
         verified: list[tuple[str, int | None, str]] = []
+        counted: list[tuple[Sent, retry.Verdict]] = []
         for item in sent:
             verdict = verdicts[item.delivery_id]
             if item.delivery_id not in updated:
@@ -107,7 +108,8 @@ def outcomes_record(
                 gone.add(item.endpoint_id)
             if item.challenge and verdict == retry.Verdict.SUCCEEDED:
                 verified.append((item.endpoint_id, item.merchant_id, item.delivery_id))
-            _count(recorded.tally, item, verdict)
+            counted.append((item, verdict))
+        _count(recorded.tally, counted)
         attempts_insert(attempts)
         recorded.opened, recorded.closed = health.health_rows_save(
             healths.values(), now=now
@@ -275,21 +277,26 @@ def _status_kind(item: Sent, verdict: retry.Verdict) -> str:
     return ErrorKind.HTTP_STATUS
 
 
-def _count(tally: Tally, item: Sent, verdict: retry.Verdict) -> None:
-    tally[(counters.ATTEMPTS, str(verdict))] += 1
-    if verdict == retry.Verdict.SUCCEEDED:
-        tally[(counters.DELIVERIES, "succeeded")] += 1
-    elif verdict in (retry.Verdict.DEAD, retry.Verdict.GONE):
-        tally[(counters.DELIVERIES, "dead")] += 1
-    counters.observe_duration(tally, item.result.duration_ms / 1000)
-    if item.published_at is None:
-        return
-    waited = (item.started_at - item.published_at).total_seconds()
-    if item.attempt_count == 0:
-        counters.PUBLISH_TO_FIRST_ATTEMPT.observe(tally, max(0.0, waited))
-    if verdict == retry.Verdict.SUCCEEDED:
-        landed = waited + item.result.duration_ms / 1000
-        counters.PUBLISH_TO_SUCCESS.observe(tally, max(0.0, landed))
+def _count(tally: Tally, counted: list[tuple[Sent, retry.Verdict]]) -> None:
+    """A flush's recorded attempts into the counters and histograms."""
+    durations, first_waits, landings = [], [], []
+    for item, verdict in counted:
+        tally[(counters.ATTEMPTS, str(verdict))] += 1
+        if verdict == retry.Verdict.SUCCEEDED:
+            tally[(counters.DELIVERIES, "succeeded")] += 1
+        elif verdict in (retry.Verdict.DEAD, retry.Verdict.GONE):
+            tally[(counters.DELIVERIES, "dead")] += 1
+        durations.append(item.result.duration_ms / 1000)
+        if item.published_at is None:
+            continue
+        waited = (item.started_at - item.published_at).total_seconds()
+        if item.attempt_count == 0:
+            first_waits.append(max(0.0, waited))
+        if verdict == retry.Verdict.SUCCEEDED:
+            landings.append(max(0.0, waited + item.result.duration_ms / 1000))
+    counters.ATTEMPT_DURATION.observe_many(tally, durations)
+    counters.PUBLISH_TO_FIRST_ATTEMPT.observe_many(tally, first_waits)
+    counters.PUBLISH_TO_SUCCESS.observe_many(tally, landings)
 
 
 def _log(item: Sent, verdict: retry.Verdict) -> None:

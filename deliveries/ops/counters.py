@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections import Counter as Tally
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from deliveries.models import Counter
@@ -44,11 +45,23 @@ class Histogram:
 
     def observe(self, tally: Tally, seconds: float) -> None:
         """Add one observation to a tally (cumulative buckets, as Prometheus has them)."""
-        tally[self._sum_key] += seconds
-        tally[self._count_key] += 1
-        # Every bucket whose bound is >= seconds, and +Inf.
-        for key in self._bucket_keys[bisect_left(self.buckets, seconds) :]:
-            tally[key] += 1
+        self.observe_many(tally, (seconds,))
+
+    def observe_many(self, tally: Tally, observations: Iterable[float]) -> None:
+        """observe() each one, each bucket added to once: a flush of 200
+        attempts into 13 cumulative buckets was thousands of additions."""
+        below = [0] * len(self._bucket_keys)  # observations whose first bucket it is
+        for seconds in observations:
+            tally[self._sum_key] += seconds
+            below[bisect_left(self.buckets, seconds)] += 1
+        count = 0
+        # Every bucket whose bound is >= an observation, and +Inf, counts it.
+        for key, first_here in zip(self._bucket_keys, below, strict=True):
+            count += first_here
+            if count:
+                tally[key] += count
+        if count:
+            tally[self._count_key] += count
 
 
 ATTEMPT_DURATION = Histogram(

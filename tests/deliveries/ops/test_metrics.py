@@ -69,6 +69,29 @@ def test_attempt_duration_is_a_cumulative_histogram(client):
     assert m[("relay_attempt_duration_seconds_sum", ())] == pytest.approx(63.404)
 
 
+def test_a_flush_observed_at_once_fills_every_cumulative_bucket():
+    """observe_many (a recorder's flush), against Prometheus's definition: a
+    bucket counts every value at or under its bound, +Inf counts them all;
+    values on a bound, past the last one, and a flush with none."""
+    histogram = counters.ATTEMPT_DURATION
+    values = [0.004, 0.005, 0.2, 0.25, 0.25, 3.0, 30.0, 60.0, 0.0]
+    tally, nothing = Tally(), Tally()
+    histogram.observe_many(tally, values)
+    histogram.observe_many(nothing, [])
+
+    expected = {
+        ("attempt_duration_seconds_bucket", str(bound)): sum(v <= bound for v in values)
+        for bound in histogram.buckets
+    }
+    expected[("attempt_duration_seconds_bucket", "+Inf")] = len(values)
+    expected[("attempt_duration_seconds_count", "")] = len(values)
+    assert {k: v for k, v in tally.items() if not k[0].endswith("_sum")} == {
+        k: v for k, v in expected.items() if v
+    }
+    assert tally[("attempt_duration_seconds_sum", "")] == pytest.approx(sum(values))
+    assert nothing == Tally()
+
+
 def seed_queue(now):
     endpoint = factories.endpoint()
     seed.delivery(
