@@ -20,6 +20,7 @@ from deliveries import retry
 from deliveries.dispatch import backend
 from deliveries.dispatch.attempt_insert import attempts_insert
 from deliveries.dispatch.delivery_update import deliveries_update, error_text
+from deliveries.dispatch.together import sent_together
 from deliveries.dispatch.transport import SendResult
 from deliveries.lanes import Lane, lanes_advance
 from deliveries.models import ErrorKind
@@ -110,7 +111,6 @@ def outcomes_record(
                 verified.append((item.endpoint_id, item.merchant_id, item.delivery_id))
             counted.append((item, verdict))
         _count(recorded.tally, counted)
-        attempts_insert(attempts)
         recorded.opened, recorded.closed = health.health_rows_save(
             healths.values(), now=now
         )
@@ -122,9 +122,13 @@ def outcomes_record(
             by=GONE_BY,
             now=now,
         )
-        counters.counters_add(shard=worker_id, tally=recorded.tally)
-        if losable(sent, locked_health=bool(healths)):
-            commit_lazily()
+        # Writes whose answers nothing here reads: one round trip for all
+        # (together.py), where each was one.
+        with sent_together():
+            attempts_insert(attempts)
+            counters.counters_add(shard=worker_id, tally=recorded.tally)
+            if losable(sent, locked_health=bool(healths)):
+                commit_lazily()
     for item in sent:
         if item.delivery_id in recorded.fenced:
             logger.warning(

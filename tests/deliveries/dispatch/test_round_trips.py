@@ -8,6 +8,7 @@ carried.
 
 from __future__ import annotations
 
+import random
 import tempfile
 
 import pytest
@@ -15,6 +16,9 @@ from django.db import connection
 
 from deliveries.dispatch import claiming, prepared
 from deliveries.dispatch.jobs import jobs_load
+from deliveries.dispatch.outcomes import Sent, outcomes_record
+from deliveries.dispatch.transport import SendResult
+from deliveries.models import Attempt, Delivery
 from deliveries.services import EventInput, events_publish
 from relayproject.lib.clock import utcnow
 from tests.support import factories
@@ -84,3 +88,41 @@ def test_a_claim_that_finds_nothing_due_is_one_round_trip():
         claim, jobs = a_claim_with_its_jobs(limit=100)
     assert claim.delivery_ids == [] and jobs == []
     assert trips.count == 1
+
+
+def test_a_flush_of_successes_is_recorded_in_six_round_trips():
+    """BEGIN; which endpoints are at rest; the fenced UPDATE; their last
+    success; the attempts, the counters and the lazy commit's SET LOCAL
+    together; COMMIT. One by one, as before, eight."""
+    endpoint = factories.endpoint()
+    events_publish(
+        merchant=endpoint.merchant,
+        events=[EventInput("order.paid", {"n": n}) for n in range(5)],
+    )
+    claim, jobs = a_claim_with_its_jobs(limit=100)
+    sent = [
+        Sent(
+            delivery_id=job.delivery_id,
+            endpoint_id=job.endpoint_id,
+            lease_until=job.lease_until,
+            attempt_count=job.attempt_count,
+            budget_start=job.budget_start,
+            max_attempts=job.max_attempts,
+            is_probe=False,
+            started_at=utcnow(),
+            result=SendResult(status_code=200, duration_ms=3.0),
+            event_id=job.event_id,
+            merchant_id=job.merchant_id,
+            published_at=job.published_at,
+        )
+        for job in jobs
+    ]
+    with prepared.statements(), RoundTrips() as trips:
+        recorded = outcomes_record(
+            sent=sent, worker_id="w", now=utcnow(), rand=random.Random(1)
+        )
+
+    assert recorded.fenced == []
+    assert set(Delivery.objects.values_list("status", flat=True)) == {"succeeded"}
+    assert Attempt.objects.filter(outcome="succeeded").count() == 5
+    assert trips.count == 6
