@@ -197,7 +197,7 @@ class Recorder:
     ) -> Callable[[], outcomes.Recorded | None]:
         """The flush's database work, touching nothing of this object's
         state: it may run on the writer's thread."""
-        sent = [_sent(f) for f in finished]
+        sent = [sent_of(f) for f in finished]
 
         def write() -> outcomes.Recorded | None:
             with spans.record_span(worker_id=self.worker_id, outcomes=len(sent)):
@@ -285,7 +285,8 @@ class Recorder:
         return released or 0
 
 
-def _sent(f: Finished) -> outcomes.Sent:
+def sent_of(f: Finished) -> outcomes.Sent:
+    """What a job back from the loop is recorded as."""
     return outcomes.Sent(
         delivery_id=f.job.delivery_id,
         endpoint_id=f.job.endpoint_id,

@@ -16,7 +16,9 @@ from django.db import connection
 
 from deliveries.dispatch import claiming, prepared
 from deliveries.dispatch.jobs import jobs_load
-from deliveries.dispatch.outcomes import Sent, outcomes_record
+from deliveries.dispatch.outcomes import outcomes_record
+from deliveries.dispatch.recorder import sent_of
+from deliveries.dispatch.sendloop import Finished
 from deliveries.dispatch.transport import SendResult
 from deliveries.models import Attempt, Delivery
 from deliveries.services import EventInput, events_publish
@@ -101,20 +103,7 @@ def test_a_flush_of_successes_is_recorded_in_six_round_trips():
     )
     claim, jobs = a_claim_with_its_jobs(limit=100)
     sent = [
-        Sent(
-            delivery_id=job.delivery_id,
-            endpoint_id=job.endpoint_id,
-            lease_until=job.lease_until,
-            attempt_count=job.attempt_count,
-            budget_start=job.budget_start,
-            max_attempts=job.max_attempts,
-            is_probe=False,
-            started_at=utcnow(),
-            result=SendResult(status_code=200, duration_ms=3.0),
-            event_id=job.event_id,
-            merchant_id=job.merchant_id,
-            published_at=job.published_at,
-        )
+        sent_of(Finished(job, SendResult(status_code=200, duration_ms=3.0), utcnow()))
         for job in jobs
     ]
     with prepared.statements(), RoundTrips() as trips:
