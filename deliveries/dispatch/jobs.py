@@ -103,8 +103,11 @@ def jobs_load(
         more, more_secrets = _rows_and_secrets(
             rest, merchants=merchants, lease_until=lease_until, now=now
         )
-        rows = sorted(rows + more, key=lambda r: r[0]) if rows else more
+        rows += more
         secrets |= more_secrets
+    # As JOB_ROWS orders them (a claim's rows share one lease, so by id),
+    # whichever statement read them.
+    rows.sort(key=lambda r: r[0])
     challenges = challenges_of(set(verification_ids))
     bodies: dict[str, bytes] = {}
     permanent_everywhere = frozenset(settings.PERMANENT_FAILURE_STATUSES)

@@ -22,6 +22,7 @@ from deliveries.dispatch.sendloop import Finished
 from deliveries.dispatch.transport import SendResult
 from deliveries.models import Attempt, Delivery
 from deliveries.services import EventInput, events_publish
+from endpoints.services import endpoint_rotate_secret
 from relayproject.lib.clock import utcnow
 from tests.support import factories
 
@@ -115,3 +116,34 @@ def test_a_flush_of_successes_is_recorded_in_six_round_trips():
     assert set(Delivery.objects.values_list("status", flat=True)) == {"succeeded"}
     assert Attempt.objects.filter(outcome="succeeded").count() == 5
     assert trips.count == 6
+
+
+def test_jobs_from_the_claims_own_rows_equal_jobs_read_after_it():
+    """The lock statement's job columns and load_sql.JOB_ROWS give the same
+    jobs, field for field and in the same order: the endpoint's headers,
+    permanent statuses and limits, both secrets of a rotation (newest
+    first), the event's body."""
+    endpoint = factories.endpoint(
+        headers={"X-Tenant": "a"}, permanent_statuses=[404], max_attempts=3
+    )
+    # A second live secret: both sign through the overlap, newest first.
+    endpoint_rotate_secret(endpoint=endpoint, now=utcnow())
+    events_publish(
+        merchant=endpoint.merchant,
+        events=[EventInput("order.paid", {"n": n, "ü": "€"}) for n in range(5)],
+    )
+    claim, from_claim = a_claim_with_its_jobs(limit=100)
+    read_after = jobs_load(
+        delivery_ids=claim.delivery_ids,
+        lease_until=claim.lease_until,
+        probe_ids=claim.probe_ids,
+        now=utcnow(),
+        merchants=claim.merchants,
+    )
+
+    assert len(from_claim) == 5 and len(claim.job_rows) == 5
+    assert from_claim == read_after
+    assert len(from_claim[0].secrets) == 2
+    assert from_claim[0].headers == {"X-Tenant": "a"}
+    assert 404 in from_claim[0].permanent_statuses
+    assert from_claim[0].max_attempts == 3
