@@ -146,9 +146,9 @@ LIMIT %(limit)s
 # the plain endpoint_id index and sorted them all (345 ms a claim, against
 # 12). Each endpoint's share of the rows locked is taken above it.
 #
-# loads (plain PostgreSQL): the rows it marks come back with what their jobs
-# need (load_sql.JOB_ROWS's columns, joined here), so loading them costs no
-# statement of its own after the claim: each statement a dispatcher's claiming
+# Not pinned (plain PostgreSQL), the rows it marks come back with what their
+# jobs need (load_sql.JOB_ROWS's columns, joined here), so loading them costs
+# no statement of its own after the claim: each statement a dispatcher's claiming
 # thread waits for is also a wait for the GIL once its answer is in.
 #
 # pinned (Citus): one merchant's endpoints, and every scan and the UPDATE say

@@ -85,12 +85,12 @@ def jobs_load(
     merchants: Mapping[str, int] | None = None,
     loaded: tuple[list, dict[str, list[str]]] = ((), {}),
 ) -> list[Job]:
-    """Two queries for a whole batch: deliveries with event and endpoint, then
-    secrets; on Citus two per merchant (`merchants`: delivery id -> merchant,
-    the claim's), each on the merchant's shard.
-
-    `loaded`: the rows and secrets the claim read already (Claim.job_rows,
-    Claim.secrets); only the deliveries not among them are read here."""
+    """The jobs of claimed deliveries. `loaded`: the rows and secrets the
+    claim read already (Claim.job_rows, Claim.secrets: a batch claim's, on
+    plain PostgreSQL); the deliveries not among them are read here, in two
+    queries for all (deliveries with event and endpoint, then secrets), on
+    Citus two per merchant (`merchants`: delivery id -> merchant, the
+    claim's), each on the merchant's shard."""
     rows = [
         list(row)
         for row in loaded[0]

@@ -103,10 +103,6 @@ PUBLISH_TO_SUCCESS = Histogram(
 HISTOGRAMS = (ATTEMPT_DURATION, PUBLISH_TO_FIRST_ATTEMPT, PUBLISH_TO_SUCCESS)
 
 
-def observe_duration(tally: Tally, seconds: float) -> None:
-    ATTEMPT_DURATION.observe(tally, seconds)
-
-
 def counters_add(*, shard: str, tally: Tally) -> None:
     """Add a tally of (name, label) -> amount to this shard's rows, in one statement."""
     from django.db import connection

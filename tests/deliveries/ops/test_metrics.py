@@ -51,7 +51,7 @@ def test_counters_are_summed_over_every_process_shard(client):
 def test_attempt_duration_is_a_cumulative_histogram(client):
     tally = Tally()
     for seconds in (0.004, 0.2, 0.2, 3.0, 60.0):
-        counters.observe_duration(tally, seconds)
+        counters.ATTEMPT_DURATION.observe(tally, seconds)
     counters.counters_add(shard="a", tally=tally)
 
     m = scrape(client)
