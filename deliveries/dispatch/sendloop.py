@@ -402,7 +402,7 @@ def _fingerprint_key_of(secret_key: str) -> bytes:
 
 
 def fingerprint(value: str, *, key: bytes | None = None) -> str:
-    digest = hmac.digest(key or _fingerprint_key(), value.encode(), "sha256")
+    digest = signing.hmac_sha256(key or _fingerprint_key(), value.encode())
     return "redacted, hmac " + digest.hex()[:8]
 
 
