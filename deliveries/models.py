@@ -326,7 +326,7 @@ class Attempt(MerchantKeyed):
     # What this attempt sent and got back, as it was (null on attempts made
     # before these were kept; nullable so adding them rewrites no partition):
     # [[name, value], ...] in order, custom header values and signatures as
-    # fingerprints (dispatch/sendloop.recorded_headers); response headers
+    # fingerprints (dispatch/outgoing.recorded_headers); response headers
     # bounded (dispatch/transport.kept_headers) and sanitised.
     request_url = models.TextField(null=True, blank=True)
     request_headers = models.JSONField(null=True, blank=True)

@@ -1,6 +1,6 @@
 """The request a receiver gets: its headers, built in one place.
 
-The dispatcher sends these (dispatch/sendloop.py signs them, dispatch/
+The dispatcher sends these (dispatch/outgoing.py signs them, dispatch/
 transport.py puts them on the wire); the portal shows the next attempt's
 request from the same builder, so what a merchant reads is what a receiver
 will get, name for name and in order (contract section 4). Pure: the caller

@@ -19,6 +19,8 @@ Read in this order:
 - ``outage.py``      the database errors ridden out, and the one retry.
 - ``sendloop.py``    the asyncio send loop on its own thread, up to
                      ``concurrency`` sends in flight; no database.
+- ``outgoing.py``    the request a send puts on the wire, signed at send
+                     time, and the headers its attempt records.
 - ``lanes.py``       which queued job goes next: a lane per endpoint,
                      round-robin, one at a time once an endpoint fails.
 - ``claiming.py``    every locking query (fair SKIP LOCKED claims under the

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-from deliveries.dispatch.sendloop import fingerprint
+from deliveries.dispatch.outgoing import fingerprint
 from deliveries.signing import (
     hmac_sha256,
     serialize_body,

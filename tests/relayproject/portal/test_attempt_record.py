@@ -10,7 +10,7 @@ from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.urls import reverse
 
-from deliveries.dispatch import sendloop
+from deliveries.dispatch import outgoing
 from deliveries.models import Attempt, Delivery
 from deliveries.services import event_publish
 from endpoints.models import Membership
@@ -64,10 +64,10 @@ def test_the_fingerprint_is_keyed_so_viewers_cannot_test_guesses(sent, settings)
     assert shown.startswith("redacted, hmac ")
     assert plain not in shown
     # Equal values show equal fingerprints; another server key, another one.
-    assert sendloop.fingerprint(TOKEN) == shown
-    assert sendloop.fingerprint(TOKEN + "x") != shown
+    assert outgoing.fingerprint(TOKEN) == shown
+    assert outgoing.fingerprint(TOKEN + "x") != shown
     settings.SECRET_KEY = "another-relay-secret-key-for-this-test"
-    assert sendloop.fingerprint(TOKEN) != shown
+    assert outgoing.fingerprint(TOKEN) != shown
 
 
 def test_the_delivery_pages_show_the_old_url_and_no_secret(sent, client, settings):
