@@ -146,13 +146,6 @@ LIMIT %(limit)s
 # the plain endpoint_id index and sorted them all (345 ms a claim, against
 # 12). Each endpoint's share of the rows locked is taken above it.
 #
-# Not pinned, the rows it marks come back from the UPDATE itself (RETURNING
-# the locked row as it was read), and the rows it leaves (expired leases) from
-# `locked` after them: joining `locked` to the UPDATE's rows instead made
-# PostgreSQL, which cannot estimate either, compare every row with every other
-# (39,800 comparisons for a batch of 200; issue 21). Pinned (Citus) keeps that
-# join, as it was tested there.
-#
 # Not pinned (plain PostgreSQL), the rows it marks come back with what their
 # jobs need (load_sql.JOB_ROWS's columns, joined here), so loading them costs
 # no statement of its own after the claim: each statement a dispatcher's claiming
@@ -167,6 +160,8 @@ def lock(most: int, *, pinned: bool = False) -> str:
     """The locking statement for shares of at most `most` rows."""
     x_pin = "x.merchant_id = %(merchant)s AND " if pinned else ""
     t_pin = "AND t.merchant_id = %(merchant)s " if pinned else ""
+    job = "" if pinned else f",\n    {load_sql.job_columns('taken')}"
+    job_join = "" if pinned else load_sql.job_joins("taken", outer=True)
     return f"""
 WITH locked AS (
     SELECT d.id, d.status, d.claimed_by, d.attempt_count, d.budget_start,
@@ -195,28 +190,9 @@ WITH locked AS (
         claimed_until = %(lease)s, next_attempt_at = %(lease)s
     FROM locked
     WHERE t.id = locked.id AND locked.status = 'pending' {t_pin}
-    RETURNING {_PINNED_RETURNING if pinned else "locked.*"}
+    RETURNING t.id, t.ordering_key, t.attempt_count, t.budget_start,
+        t.event_id, t.endpoint_id, t.merchant_id
 )
-{_pinned_rows() if pinned else _rows_with_jobs()}"""
-
-
-def _rows_with_jobs() -> str:
-    return f"""SELECT taken.*, TRUE AS taken,
-    {load_sql.job_columns("taken")}
-FROM taken{load_sql.job_joins("taken", outer=True)}
-UNION ALL
-SELECT locked.*, FALSE AS taken, {", ".join(["NULL"] * load_sql.JOB_COLUMNS)}
-FROM locked
-WHERE locked.status <> 'pending'
-"""
-
-
-_PINNED_RETURNING = """t.id, t.ordering_key, t.attempt_count, t.budget_start,
-        t.event_id, t.endpoint_id, t.merchant_id"""
-
-
-def _pinned_rows() -> str:
-    # As it was tried on Citus (test-citus): its batches are one merchant's.
-    return """SELECT locked.*, taken.id IS NOT NULL AS taken
-FROM locked LEFT JOIN taken ON taken.id = locked.id
+SELECT locked.*, taken.id IS NOT NULL AS taken{job}
+FROM locked LEFT JOIN taken ON taken.id = locked.id{job_join}
 """

@@ -48,13 +48,9 @@ def job_columns(d: str) -> str:
     e.headers, e.max_in_flight, e.permanent_statuses"""
 
 
-# How many columns job_columns gives (a claim's rows not taken fill them with NULLs).
-JOB_COLUMNS = job_columns("d").count(",") + 1
-
-
 def job_joins(d: str, *, outer: bool = False) -> str:
-    """The event and endpoint of each delivery `d` (outer: every row of `d`
-    comes out, as the claim's rows taken do, whatever the joins find)."""
+    """The event and endpoint of each delivery `d` (outer: a claim's locked
+    row that was not marked has no `d` and no job)."""
     join = "LEFT JOIN" if outer else "JOIN"
     return f"""
 {join} {_V} AS v ON v.id = {d}.event_id AND v.merchant_id = {d}.merchant_id
