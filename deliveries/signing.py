@@ -19,10 +19,10 @@ SIGNATURE_VERSION = "v1"
 
 
 @lru_cache(maxsize=1024)
-def keyed_sha256(key: bytes) -> hmac.HMAC:
+def _keyed_sha256(key: bytes) -> hmac.HMAC:
     """An HMAC-SHA256 with `key` absorbed and no message yet; never updated
-    itself, only copied (hmac_sha256). Cached: a dispatcher signs with a few
-    endpoints' live secrets and fingerprints with one key."""
+    itself, only copied (hmac_sha256). Cached as _key is: a dispatcher signs
+    with its endpoints' live secrets and fingerprints with one key."""
     return hmac.new(key, digestmod="sha256")
 
 
@@ -36,7 +36,7 @@ def hmac_sha256(key: bytes, msg: bytes) -> bytes:
     against 3 us). A copy of the keyed state, updated and finished, keeps it
     for messages under hashlib's 2 KiB threshold and skips the key schedule.
     """
-    mac = keyed_sha256(key).copy()
+    mac = _keyed_sha256(key).copy()
     mac.update(msg)
     return mac.digest()
 

@@ -249,6 +249,15 @@ class HostileReceiver:
         asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop).result(10)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
+        # A connection accepted just before the server closed starts its
+        # handler after the sweep above: end those here, with the loop still
+        # open, or the garbage collector closes them later, in another test,
+        # and their writer.close() finds the loop closed.
+        left = asyncio.all_tasks(self._loop)
+        for task in left:
+            task.cancel()
+        if left:
+            self._loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
         self._loop.close()
 
     async def _shutdown(self) -> None:
