@@ -164,8 +164,15 @@ class Delivery(MerchantKeyed):
                 condition=Q(status="delivering"),
                 name="delivery_endpoint_inflight_idx",
             ),
-            models.Index(fields=["endpoint", "status", "created_at"]),
-            models.Index(fields=["status", "created_at"]),
+            # An endpoint's dead letters by publish time: a replay of a window
+            # and the dead count. Partial, so a publish, a claim and a record
+            # never write it (every index here costs each of them a write:
+            # bench/RESULTS.md, issue 21's ninth pass).
+            models.Index(
+                fields=["endpoint", "created_at"],
+                condition=Q(status="dead"),
+                name="delivery_endpoint_dead_idx",
+            ),
             # The admin lists: newest first (time-ordered ids), by endpoint or
             # by status, read from the index in order and stopped at a page.
             models.Index(

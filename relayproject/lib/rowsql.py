@@ -109,6 +109,7 @@ _PLAIN = frozenset(
         "FloatField",
         "ForeignKey",
         "IntegerField",
+        "PositiveBigIntegerField",
         "PositiveIntegerField",
         "PositiveSmallIntegerField",
         "SlugField",
