@@ -102,6 +102,13 @@ def deliveries_filtered(
         rows = rows.filter(endpoint_id=endpoint_id)
     if status:
         rows = rows.filter(status=status)
+    elif since or until:
+        # Every status, named: a window is then read from (endpoint, status,
+        # created_at), a range per status. Left open, PostgreSQL read the
+        # endpoint's rows newest first by id, or the window's rows of every
+        # endpoint, and threw away the rest (13,401 or 1,200 rows for a page
+        # of 51 at 60,000 rows: tests/deliveries/test_delivery_indexes.py).
+        rows = rows.filter(status__in=Delivery.Status.values)
     if event_type and event_type.endswith(".*"):
         rows = rows.filter(event__type__startswith=event_type[:-1])
     elif event_type:

@@ -169,6 +169,22 @@ def test_the_portal_logs_window_of_one_status_reads_only_those_rows(history):
     assert_read_by_index_only_its_rows(rows.order_by("-pk")[:51].values("pk"), 51)
 
 
+def test_the_portal_logs_window_of_every_status_reads_only_the_windows_rows(
+    history,
+):
+    start, endpoint = history
+    rows = portal_selectors.deliveries_filtered(
+        merchant_id=endpoint.merchant_id,
+        endpoint_id=endpoint.pk,
+        since=start + timedelta(minutes=10),
+        until=start + timedelta(minutes=11),
+    )
+    expected = rows.count()
+    assert expected == 600  # every status, a minute of a row every 0.1 s
+
+    assert_read_by_index_only_its_rows(rows.order_by("-pk")[:51].values("pk"), 51)
+
+
 def test_the_held_count_of_a_breakers_endpoint_reads_only_its_unfinished_rows(
     history,
 ):
