@@ -28,7 +28,6 @@ from deliveries.dispatch.due import (
     rooms,
 )
 from deliveries.dispatch.shares import merchant_shares
-from deliveries.dispatch.together import sent_together
 from deliveries.lanes import lanes_advance
 from deliveries.models import Attempt, Delivery, ErrorKind
 from endpoints.selectors import live_secrets_read, live_secrets_statement
@@ -152,21 +151,22 @@ def merchants_counted(
     dispatchers. The lock is held to commit; a merchant another claim holds is
     skipped, not waited for.
 
-    The count is sent with the locks, in one round trip, for every merchant
-    asked, and kept for those locked. It runs after the locks are taken, with
-    a snapshot of its own (READ COMMITTED), so it sees all that the merchant's
-    last holder committed before letting go, as a count sent after the locks'
-    answer would."""
+    The count runs after the locks' answer, with a snapshot of its own (READ
+    COMMITTED), so it sees all that the merchant's last holder committed
+    before letting go. Neither is sent in a pipeline (together.py): a
+    dispatcher frozen between a pipeline's statements would hold the locks
+    for as long as it stays frozen, since PostgreSQL's idle-in-transaction
+    timeout only starts at the pipeline's end."""
     if not backend.shared_by_dispatchers() or not merchant_ids:
         # SQLite: one dispatcher, one writer at a time
         return merchant_ids, live_claims(merchant_ids, now=now)
-    with connection.cursor() as locks, connection.cursor() as counts:
-        with sent_together():
-            locks.execute(_MERCHANT_LOCKS, [merchant_ids, MERCHANT_LOCK_SPACE])
-            counts.execute(load_sql.LIVE, {"now": now, "merchants": merchant_ids})
-        merchants = [row[0] for row in locks.fetchall()]
-        locked = set(merchants)
-        return merchants, live_of(c for c in counts.fetchall() if c[1] in locked)
+    with connection.cursor() as cursor:
+        cursor.execute(_MERCHANT_LOCKS, [merchant_ids, MERCHANT_LOCK_SPACE])
+        merchants = [row[0] for row in cursor.fetchall()]
+        if not merchants:
+            return merchants, live_of([])
+        cursor.execute(load_sql.LIVE, {"now": now, "merchants": merchants})
+        return merchants, live_of(cursor.fetchall())
 
 
 def _due_rows_locked(
@@ -220,9 +220,10 @@ def _locked_rows(
     claim: Claim,
     arguments: dict,
 ) -> list[dict]:
-    """_due_rows_locked on PostgreSQL: one statement for all merchants, sent
-    with the secrets read; on Citus one per merchant, each routed to its shard
-    (claim_sql.lock, pinned), and the jobs loaded after the claim."""
+    """_due_rows_locked on PostgreSQL: one statement for all merchants, then
+    the secrets read; on Citus one per merchant, each routed to its shard
+    (claim_sql.lock, pinned), and the jobs loaded after the claim. Not in a
+    pipeline: the transaction holds the merchants' locks (merchants_counted)."""
     pinned = citus.on()
     groups: dict[int | None, dict[str, int]] = {}
     for endpoint_id, share in shares.items():
@@ -230,24 +231,17 @@ def _locked_rows(
         groups.setdefault(key, {})[endpoint_id] = share
     statement = claim_sql.lock(max(shares.values()), pinned=pinned)
     rows = []
-    with connection.cursor() as cursor, connection.cursor() as secrets:
+    with connection.cursor() as cursor:
         for merchant_id, group in groups.items():
-            with sent_together():
-                cursor.execute(
-                    statement,
-                    {
-                        "endpoints": list(group),
-                        "shares": list(group.values()),
-                        "merchant": merchant_id,
-                        **arguments,
-                    },
-                )
-                if not pinned:
-                    secrets.execute(
-                        *live_secrets_statement(
-                            endpoint_ids=list(group), now=arguments["now"]
-                        )
-                    )
+            cursor.execute(
+                statement,
+                {
+                    "endpoints": list(group),
+                    "shares": list(group.values()),
+                    "merchant": merchant_id,
+                    **arguments,
+                },
+            )
             names = [c.name for c in cursor.description]
             claimed = names.index("taken") + 1  # the claim's columns; then a job's
             for found in cursor.fetchall():
@@ -257,7 +251,10 @@ def _locked_rows(
                 if row["taken"] and len(found) > claimed:
                     claim.job_rows.append(found[claimed:])
         if not pinned:
-            claim.secrets = live_secrets_read(secrets.fetchall())
+            cursor.execute(
+                *live_secrets_statement(endpoint_ids=list(shares), now=arguments["now"])
+            )
+            claim.secrets = live_secrets_read(cursor.fetchall())
     return rows
 
 

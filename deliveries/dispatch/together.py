@@ -6,6 +6,15 @@ turns), so every round trip a claim saves is a wait of a few milliseconds
 saved at thousands of deliveries a second. Statements whose arguments do not
 depend on each other's results go inside one sent_together() block: psycopg's
 pipeline mode sends them all, then the block's end reads every answer.
+
+Never inside a transaction holding a lock another dispatcher may want (the
+claim's merchant locks): psycopg sends each statement as it is executed and
+the pipeline's Sync at the block's end, and PostgreSQL starts a session's
+idle-in-transaction timeout only once it has answered a Sync. A dispatcher
+stopped (SIGSTOP, a paused VM) between the two would hold the lock for as
+long as it stays stopped, not DB_IDLE_IN_TRANSACTION_TIMEOUT_SECONDS
+(tests/deliveries/dispatch/test_claim_freeze.py). The writer's pipeline
+holds only its own leased rows.
 """
 
 from __future__ import annotations
