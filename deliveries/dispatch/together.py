@@ -1,8 +1,8 @@
 """Statements sent to PostgreSQL together, answered in one round trip.
 
-A dispatcher's claiming thread waits for each statement's answer, and once
-the answer is in, for the GIL (the send loop and the writer hold it in
-turns), so every round trip a claim saves is a wait of a few milliseconds
+A dispatcher's writer waits for each statement's answer, and once the
+answer is in, for the GIL (the send loop and the claiming thread hold it in
+turns), so every round trip a flush saves is a wait of a few milliseconds
 saved at thousands of deliveries a second. Statements whose arguments do not
 depend on each other's results go inside one sent_together() block: psycopg's
 pipeline mode sends them all, then the block's end reads every answer.

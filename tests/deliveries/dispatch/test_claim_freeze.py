@@ -36,8 +36,8 @@ class StopsAtTheCount:
     """load_sql, except that reading LIVE (the count that follows the
     merchants' locks) on the stopped thread waits until released."""
 
-    def __init__(self, stopped: threading.Thread | None = None) -> None:
-        self.thread = stopped
+    def __init__(self) -> None:
+        self.thread: threading.Thread | None = None  # set once it is made
         self.reached = threading.Event()
         self.release = threading.Event()
 

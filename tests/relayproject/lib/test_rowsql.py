@@ -26,6 +26,7 @@ def test_the_publishs_rows_go_as_they_are_but_the_prepared_json():
     assert through_the_field(Event) == ["data"]
 
 
+@pytest.mark.postgres
 @pytest.mark.django_db
 def test_deliveries_written_by_insert_rows_read_back_the_same(on_postgres):
     endpoint = factories.endpoint()
