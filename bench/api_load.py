@@ -9,12 +9,16 @@ deliveries. It (re)creates its own database, so it never touches the
 development or test databases.
 
     .venv/bin/python bench/api_load.py [--seconds 10] [--connections 8]
-        [--workers 2] [--profile DIR]
+        [--workers 2] [--profile DIR] [--floor]
 
 HTTP load comes from wrk (apt-get install wrk) when it is installed, else from
 Python threads (which then compete with the server for the CPU). --profile
 samples one gunicorn worker with py-spy (pip install py-spy) during the
-single-publish and batch phases and prints where its time goes. BENCH_DATABASE_URL defaults to
+single-publish and batch phases and prints where its time goes. --floor serves
+bench/floor_wsgi.py and adds two phases: `POST /floor/events`, a publish with
+nothing of Django's request handling around it (an experiment: what a publish
+path outside Django could cost at best), and `POST /floor/empty`, the same
+request answered without publishing. BENCH_DATABASE_URL defaults to
 postgres://postgres@127.0.0.1:5432/bench_api.
 """
 
@@ -201,11 +205,20 @@ def http_phases(
     connections: int,
     before=lambda name: None,
     after=lambda name: None,
+    floor: bool = False,
 ) -> dict[str, dict]:
     batch = {"events": [EVENT] * 100}
     phases = {
         "GET /healthz": ("/healthz", None, False),
         "POST /events": ("/api/v1/events", EVENT, False),
+        **(
+            {
+                "POST /floor/events": ("/floor/events", EVENT, False),
+                "POST /floor/empty": ("/floor/empty", EVENT, False),
+            }
+            if floor
+            else {}
+        ),
         "POST /events (Idempotency-Key)": ("/api/v1/events", EVENT, True),
         "POST /events/batch (100)": ("/api/v1/events/batch", batch, False),
     }
@@ -379,6 +392,9 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--in-process", type=int, default=2000, dest="count")
     parser.add_argument("--profile", type=Path, help="directory for py-spy output")
+    parser.add_argument(
+        "--floor", action="store_true", help="add POST /floor/events (floor_wsgi.py)"
+    )
     args = parser.parse_args()
 
     url = os.environ.get(
@@ -404,7 +420,8 @@ def main() -> None:
     manage(env, "migrate", "--noinput")
     key = manage(env, "create_api_key", "--name", "bench").strip().splitlines()[-1]
     server = subprocess.Popen(
-        [PYTHON, "-m", "gunicorn", "relayproject.wsgi"]
+        [PYTHON, "-m", "gunicorn"]
+        + (["bench.floor_wsgi"] if args.floor else ["relayproject.wsgi"])
         + ["--bind", f"127.0.0.1:{PORT}", "--workers", str(args.workers)]
         + ["--log-level", "warning", "--no-control-socket"],
         cwd=ROOT,
@@ -420,7 +437,8 @@ def main() -> None:
                 f"{SITE}/api/v1/merchants/bench/endpoints",
                 json={"url": "http://127.0.0.1:9/hook"},
             ).raise_for_status()
-        http_phases(key=key, seconds=1, connections=args.connections)  # warm up
+        # warm up
+        http_phases(key=key, seconds=1, connections=args.connections, floor=args.floor)
         load = subprocess.run(["uptime"], capture_output=True, text=True).stdout
         print(f"before: {load.strip()}")
         print(
@@ -461,6 +479,7 @@ def main() -> None:
             connections=args.connections,
             before=start,
             after=stop,
+            floor=args.floor,
         )
     finally:
         server.terminate()
@@ -483,6 +502,13 @@ def main() -> None:
     single = results["POST /events"]["requests/s"]
     batch = results["POST /events/batch (100)"]["requests/s"] * 100
     p50 = inproc["event_publish: call p50/p99 ms"][0]
+    if args.floor:
+        floor = results["POST /floor/events"]["requests/s"]
+        empty = results["POST /floor/empty"]["requests/s"]
+        print(
+            f"\nfloor / healthz = {floor / ceiling:.2f}, empty floor / healthz = "
+            f"{empty / ceiling:.2f} (bench/floor_wsgi.py)"
+        )
     print(
         f"\nsingle / healthz = {single / ceiling:.2f} (target "
         f">= {TARGETS['single_vs_healthz']}); batch events/s = {batch:.0f} (target "
