@@ -393,7 +393,9 @@ def main() -> None:
     parser.add_argument("--in-process", type=int, default=2000, dest="count")
     parser.add_argument("--profile", type=Path, help="directory for py-spy output")
     parser.add_argument(
-        "--floor", action="store_true", help="add POST /floor/events (floor_wsgi.py)"
+        "--floor",
+        action="store_true",
+        help="serve bench/floor_wsgi.py: add POST /floor/events and /floor/empty",
     )
     args = parser.parse_args()
 
