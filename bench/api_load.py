@@ -463,9 +463,8 @@ def main() -> None:
         cpu: dict[str, tuple[float, float]] = {}
 
         def cpu_now() -> tuple[float, float]:
-            return cpu_seconds(("gunicorn", "python", "python3"), server.pid), (
-                cpu_seconds(("postgres",))
-            )
+            workers = cpu_seconds(("gunicorn", "python", "python3"), server.pid)
+            return workers, cpu_seconds(("postgres",))
 
         def start(name: str) -> None:
             profile(name)
