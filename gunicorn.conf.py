@@ -22,3 +22,15 @@ secure_scheme_headers = {"X-FORWARDED-PROTO": "https"}
 # Portal link tokens out of gunicorn's own access and error logs (the root
 # log handler's filter never sees them): relayproject/lib/gunicorn_logging.py.
 logger_class = "relayproject.lib.gunicorn_logging.ScrubbingLogger"
+
+
+def post_worker_init(worker) -> None:
+    """Once a worker has loaded the application: load the URL map too (Django
+    imports the views on the first request otherwise), then settle the
+    collector over everything the worker keeps (relayproject/lib/collector.py)."""
+    from django.urls import get_resolver
+
+    from relayproject.lib.collector import collector_settle
+
+    get_resolver().url_patterns  # noqa: B018 - imports ROOT_URLCONF and its views
+    collector_settle()

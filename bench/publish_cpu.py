@@ -14,12 +14,16 @@ database (BENCH_DATABASE_URL, default .../bench_publish_cpu).
 
     .venv/bin/python bench/publish_cpu.py [--requests 2000] [--rounds 3]
         [--profile single|batch|healthz] [--top 40] [--only single,batch]
+        [--unsettled]
 
 --profile runs cProfile over that phase (CPU clock) and prints the functions
 with the most own and cumulative time; --only runs just those phases (to
-sample them with py-spy). BENCH_DROP_MIDDLEWARE=part,part leaves out the
-middleware whose dotted path contains a part, and BENCH_GUNICORN_ARGS adds
-to gunicorn's command line (experiments).
+sample them with py-spy). Before the first request it does what
+gunicorn.conf.py's post_worker_init does in a worker (load the URL map,
+settle the collector); --unsettled leaves that out.
+BENCH_DROP_MIDDLEWARE=part,part leaves out the middleware whose dotted path
+contains a part, and BENCH_GUNICORN_ARGS adds to gunicorn's command line
+(experiments).
 """
 
 from __future__ import annotations
@@ -118,6 +122,12 @@ def main() -> None:
         "--only", help="comma-separated phases to run (say, under py-spy)"
     )
     parser.add_argument(
+        "--unsettled",
+        action="store_true",
+        help="leave out what gunicorn.conf.py's post_worker_init does (the URL "
+        "map loaded, the collector settled): to compare",
+    )
+    parser.add_argument(
         "--gunicorn",
         type=float,
         metavar="SECONDS",
@@ -149,6 +159,12 @@ def main() -> None:
     merchant = Merchant.objects.create(slug="bench", name="Bench")
     for _ in range(2):
         endpoint_create(merchant=merchant, url="http://127.0.0.1:9/hook", now=utcnow())
+
+    if not args.unsettled:
+        # What a gunicorn worker does once it has loaded the application.
+        import runpy
+
+        runpy.run_path(str(ROOT / "gunicorn.conf.py"))["post_worker_init"](None)
 
     batch = json.dumps({"events": [EVENT] * 100}).encode()
     single = json.dumps(EVENT).encode()

@@ -26,6 +26,7 @@ from deliveries.dispatch.wakeup import make_waker
 from deliveries.notifications.step import OperationalCheck
 from relayproject.lib import dbfeatures
 from relayproject.lib.clock import SystemClock
+from relayproject.lib.collector import collector_settle
 from relayproject.lib.logs import log_process_bind
 from relayproject.lib.tracing import tracing_flush
 
@@ -34,6 +35,13 @@ logger = logging.getLogger("deliveries.dispatch")
 
 class Command(BaseCommand):
     help = "Claim due deliveries and send them; run as many as you like."
+    # True when this command is the process (manage.py run_dispatcher), not a
+    # call_command inside someone else's: only then is the collector ours.
+    owns_process = False
+
+    def run_from_argv(self, argv) -> None:
+        self.owns_process = True
+        super().run_from_argv(argv)
 
     def add_arguments(self, parser) -> None:
         mode = parser.add_mutually_exclusive_group()
@@ -120,6 +128,9 @@ class Command(BaseCommand):
         )
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: dispatcher.stop())
+        if self.owns_process:
+            # Everything the process keeps is loaded: out of the collector's way.
+            collector_settle()
         heartbeat.start()
         try:
             if options["once"]:
