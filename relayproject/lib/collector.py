@@ -6,9 +6,9 @@ settings. Python's collector walks all of them in every full collection, and
 with its default first threshold (700 new container objects) it collects
 the youngest generation every few deliveries. Measured on a dispatcher
 draining 20,000 deliveries to an instant receiver (issue 21, bench/RESULTS.md,
-eleventh pass): 0.72-0.95 s of its 5.5-6.7 s of CPU went to the collector,
-over half of that in full collections; a batch publish of 100 spent 0.6-1.0
-ms of its 5.5 in it.
+eleventh pass): 0.72-0.95 s of its 5.5-7.0 s of CPU went to the collector,
+about half of that in full collections; a batch publish of 100 spent 0.6-1.0
+ms of its 5.5-9 in it. Settled, the collector takes 2-3 % of the dispatcher.
 
 collector_settle, called once the process has everything it keeps loaded:
 - collects once, then freezes what is left (gc.freeze): the start-up objects
