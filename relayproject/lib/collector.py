@@ -4,7 +4,7 @@ A dispatcher or a gunicorn worker starts by building some 100,000 objects
 that live as long as the process: modules, classes, models, the URL map,
 settings. Python's collector walks all of them in every full collection, and
 with its default first threshold (700 new container objects) it collects
-the youngest generation every few deliveries. Measured on a dispatcher
+the youngest generation every twenty or so deliveries. Measured on a dispatcher
 draining 20,000 deliveries to an instant receiver (issue 21, bench/RESULTS.md,
 eleventh pass): 0.72-0.95 s of its 5.5-7.0 s of CPU went to the collector,
 about half of that in full collections; a batch publish of 100 spent 0.6-1.0

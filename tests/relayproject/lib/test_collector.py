@@ -17,7 +17,7 @@ from relayproject.lib.collector import FIRST_THRESHOLD, collector_settle
 from tests.relayproject.test_settings_transport import production_env
 from tests.support.processes import ROOT, child_env
 
-# Printed by a child at its end: objects frozen, and the first threshold.
+# Printed by a child at its end: "collector <objects frozen> <first threshold>".
 SHOW = "import gc; print('collector', gc.get_freeze_count(), gc.get_threshold()[0])"
 
 
@@ -31,7 +31,9 @@ def collector_of(code: str, env: dict[str, str]) -> tuple[int, int]:
         timeout=120,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    frozen, first = done.stdout.rsplit("collector ", 1)[1].split()
+    # The first such line: a child may print one earlier than SHOW's.
+    line = next(x for x in done.stdout.splitlines() if x.startswith("collector "))
+    frozen, first = line.split()[1:]
     return int(frozen), int(first)
 
 
@@ -56,11 +58,22 @@ def test_settling_freezes_what_is_loaded_and_collects_the_young_less_often(
 
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
-def test_a_dispatcher_started_as_a_command_settles_its_collector(on_postgres):
+def test_a_dispatcher_started_as_a_command_settles_before_its_threads_start(
+    on_postgres,
+):
+    # The collector's state when the process starts its first thread (the
+    # heartbeat, then the engine's): settled then, not only by the end.
     run = (
-        "import runpy, sys\n"
+        "import gc, runpy, sys, threading\n"
+        "seen = []\n"
+        "start = threading.Thread.start\n"
+        "def first_start(thread):\n"
+        "    seen.append((gc.get_freeze_count(), gc.get_threshold()[0]))\n"
+        "    start(thread)\n"
+        "threading.Thread.start = first_start\n"
         "sys.argv = ['manage.py', 'run_dispatcher', '--drain']\n"
-        "runpy.run_path('manage.py', run_name='__main__')"
+        "runpy.run_path('manage.py', run_name='__main__')\n"
+        "print('collector', *seen[0])"
     )
     frozen, first = collector_of(run, child_env())
     assert frozen > 10_000
@@ -70,7 +83,7 @@ def test_a_dispatcher_started_as_a_command_settles_its_collector(on_postgres):
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_a_dispatcher_called_in_process_leaves_the_callers_collector_alone(
-    on_postgres,
+    on_postgres, collector_restored
 ):
     before = gc.get_freeze_count(), gc.get_threshold()
     call_command("run_dispatcher", "--drain", stdout=StringIO())
