@@ -6,30 +6,21 @@ dispatcher in-process."""
 from __future__ import annotations
 
 import gc
-import subprocess
-import sys
 from io import StringIO
 
 import pytest
 from django.core.management import call_command
 
 from relayproject.lib.collector import FIRST_THRESHOLD, collector_settle
-from tests.relayproject.test_settings_transport import production_env
-from tests.support.processes import ROOT, child_env
+from tests.relayproject.test_settings_transport import production_env, run_python
+from tests.support.processes import child_env
 
 # Printed by a child at its end: "collector <objects frozen> <first threshold>".
 SHOW = "import gc; print('collector', gc.get_freeze_count(), gc.get_threshold()[0])"
 
 
 def collector_of(code: str, env: dict[str, str]) -> tuple[int, int]:
-    done = subprocess.run(
-        [sys.executable, "-c", f"{code}\n{SHOW}"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = run_python("-c", f"{code}\n{SHOW}", env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     # The first such line: a child may print one earlier than SHOW's.
     line = next(x for x in done.stdout.splitlines() if x.startswith("collector "))
