@@ -36,7 +36,9 @@ def signed_request(
         ),
         traceparent=traceparent,
     )
-    return OutgoingRequest(url=job.url, headers=headers, body=job.body)
+    return OutgoingRequest(
+        url=job.url, headers=headers, body=job.body, tenant=job.merchant_id
+    )
 
 
 # Headers whose values open the receiver: kept as a fingerprint only, so the

@@ -14,7 +14,7 @@ import asyncio
 import functools
 import socket
 import ssl
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
 
 import aiohappyeyeballs
@@ -48,7 +48,8 @@ def _addr_info(address: str, port: int):
     return (family, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (address, port))
 
 
-AddressLookup = Callable[[str, int], Awaitable[list[str]]]
+# (host, port, tenant) -> the checked addresses; the tenant's lookups are bounded.
+AddressLookup = Callable[[str, int, Hashable], Awaitable[list[str]]]
 
 
 class Pool:
@@ -76,13 +77,20 @@ class Pool:
         self._sweep: asyncio.TimerHandle | None = None
 
     async def post(
-        self, target: Target, request: bytes, exchange: Exchange
+        self,
+        target: Target,
+        request: bytes,
+        exchange: Exchange,
+        tenant: Hashable = None,
     ) -> Response:
-        """Send request (head and body, framed) to target; the answer."""
+        """Send request (head and body, framed) to target; the answer. A
+        lookup of target's host counts against tenant's (a merchant's) slots."""
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.limit)
         async with self._slots:
-            connection = self._take_idle(target.key) or await self._connect(target)
+            connection = self._take_idle(target.key) or await self._connect(
+                target, tenant
+            )
             exchange.connection = connection
             try:
                 response = await connection.start(request)
@@ -110,14 +118,14 @@ class Pool:
             connection.abort()
         return None
 
-    async def _connect(self, target: Target) -> Connection:
+    async def _connect(self, target: Target, tenant: Hashable) -> Connection:
         loop = asyncio.get_running_loop()
         context = None
         if target.tls:
             if self.ssl_context is None:
                 self.ssl_context = ssl.create_default_context()
             context = self.ssl_context
-        addresses = await self.addresses(target.host, target.port)
+        addresses = await self.addresses(target.host, target.port, tenant)
         try:
             if len(addresses) == 1:
                 host, sock = addresses[0], None

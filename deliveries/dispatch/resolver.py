@@ -16,15 +16,26 @@ import asyncio
 import functools
 import ipaddress
 import socket
-from concurrent.futures import ThreadPoolExecutor
+import threading
+from collections.abc import Hashable
 
 from endpoints import destinations
 
 DNS_TTL_SECONDS = 10  # an allowed name's addresses are reused this long
 DNS_CACHE_SIZE = 4096
-# Threads for getaddrinfo, which blocks: a sender's own, so that lookups never
-# queue behind other work on the loop's default executor.
-DNS_THREADS = 32
+# A send waits this long for its name's addresses, at most; the sender lowers
+# it to half its own timeout, so a lookup that does not answer ends as the
+# merchant's dns_error, never as a timeout of the send.
+DNS_TIMEOUT_SECONDS = 5.0
+# getaddrinfo blocks, and glibc gives up on a silent server only after its own
+# timeouts (tens of seconds): each lookup runs on a thread of its own. A
+# merchant (a tenant) has at most DNS_LOOKUPS_PER_TENANT of them at once, held
+# until getaddrinfo returns, so a merchant whose DNS stalls stalls only its own
+# sends; DNS_LOOKUPS bounds them all (64 stalled merchants to fill it).
+DNS_LOOKUPS_PER_TENANT = 4
+DNS_LOOKUPS = 256
+# Where a lookup is: waiting for its tenant's slot, for one of all, or asked.
+_TENANT, _ALL, _ASKED = "tenant", "all", "asked"
 
 
 class CheckedAddresses:
@@ -34,7 +45,9 @@ class CheckedAddresses:
     Only verdicts that allow are kept, for DNS_TTL_SECONDS; a refusal
     (destinations.DestinationRefused) is raised, and judged afresh next time.
     Sends that ask for the same name at once share one lookup: a merchant
-    whose DNS answers slowly holds one thread, not one per send.
+    whose DNS answers slowly holds one thread, not one per send. A lookup
+    that has not answered within `lookup_timeout` is a DNS error of the name
+    asked for; its thread is a daemon, so it never holds up a stopping process.
     """
 
     def __init__(
@@ -42,15 +55,26 @@ class CheckedAddresses:
         *,
         allow_private: bool,
         resolve: destinations.Resolver | None = None,
+        lookup_timeout: float = DNS_TIMEOUT_SECONDS,
+        per_tenant: int = DNS_LOOKUPS_PER_TENANT,
+        lookups: int = DNS_LOOKUPS,
     ) -> None:
         self.allow_private = allow_private
-        # getaddrinfo blocks: it runs on the loop's default executor.
         self.resolve_sync = resolve or destinations.resolve_host
+        self.lookup_timeout = lookup_timeout
+        self.per_tenant = per_tenant
         self._allowed: dict[tuple[str, int], tuple[float, list[str]]] = {}
         self._looking: dict[tuple[str, int], asyncio.Future] = {}
-        self._threads: ThreadPoolExecutor | None = None
+        self._lookups = lookups
+        self._all: asyncio.Semaphore | None = None
+        # tenant -> [its slots, the lookups holding or waiting for one]
+        self._tenants: dict[Hashable, list] = {}
+        self._starting: set[asyncio.Task] = set()  # the loop keeps weak references
+        self._stage: dict[tuple[str, int], str] = {}  # lookups not asked yet
 
-    async def __call__(self, host: str, port: int) -> list[str]:
+    async def __call__(
+        self, host: str, port: int, tenant: Hashable = None
+    ) -> list[str]:
         if _is_address(host):
             return [host]  # judged by check_literal before the send began
         loop = asyncio.get_running_loop()
@@ -61,13 +85,98 @@ class CheckedAddresses:
             return kept[1]
         lookup = self._looking.get(key)
         if lookup is None:
-            if self._threads is None:
-                self._threads = ThreadPoolExecutor(DNS_THREADS, "relay-dns")
-            lookup = loop.run_in_executor(self._threads, self._check, host, port)
+            lookup = loop.create_future()
             self._looking[key] = lookup
             lookup.add_done_callback(functools.partial(self._settle, key, now))
-        # One caller's deadline must not cancel the lookup the others wait on.
-        return await asyncio.shield(lookup)
+            task = loop.create_task(self._look_up(host, port, tenant, lookup))
+            self._starting.add(task)
+            task.add_done_callback(self._starting.discard)
+        try:
+            async with asyncio.timeout(self.lookup_timeout):
+                # One caller's deadline must not cancel the lookup others wait on.
+                return await asyncio.shield(lookup)
+        except TimeoutError:
+            raise self._unanswered(key) from None
+
+    def _unanswered(self, key: tuple[str, int]) -> destinations.DestinationRefused:
+        """The DNS error of a send whose lookup did not end in time, saying
+        truly where it was: asked and silent, or still waiting for a slot."""
+        stage = self._stage.get(key, _ASKED)
+        why = {
+            _ASKED: f"no answer from DNS within {self.lookup_timeout:g} s",
+            _TENANT: f"not looked up within {self.lookup_timeout:g} s: earlier "
+            "DNS lookups of this merchant's hosts have not answered yet",
+            _ALL: f"not looked up within {self.lookup_timeout:g} s: every DNS "
+            "lookup of this dispatcher is waiting for an answer",
+        }[stage]
+        return destinations.DestinationRefused(
+            f"could not resolve host {key[0]!r}: {why}", code=destinations.DNS_ERROR
+        )
+
+    async def _look_up(
+        self, host: str, port: int, tenant: Hashable, lookup: asyncio.Future
+    ) -> None:
+        """Wait for a slot of tenant's and one of all, then look host up on a
+        thread of its own; both slots are given back when getaddrinfo returns."""
+        if self._all is None:
+            self._all = asyncio.Semaphore(self._lookups)
+        held = self._tenants.setdefault(tenant, [asyncio.Semaphore(self.per_tenant), 0])
+        held[1] += 1
+        key = (host, port)
+        taken: list[asyncio.Semaphore] = []
+        try:
+            # Nobody waits longer than the deadline: a slot taken later would
+            # only start a lookup that no send is waiting for any more.
+            async with asyncio.timeout(self.lookup_timeout):
+                for stage, slot in ((_TENANT, held[0]), (_ALL, self._all)):
+                    self._stage[key] = stage
+                    await slot.acquire()
+                    taken.append(slot)
+        except TimeoutError:
+            self._release(tenant, taken)
+            if not lookup.done():
+                lookup.set_exception(self._unanswered(key))
+            return
+        finally:
+            del self._stage[key]
+        loop = asyncio.get_running_loop()
+        done = functools.partial(self._done, tenant, taken, lookup)
+        threading.Thread(
+            target=self._check,
+            args=(host, port, loop, done),
+            daemon=True,
+            name="relay-dns",
+        ).start()
+
+    def _check(self, host: str, port: int, loop, done) -> None:
+        """On the lookup's own thread: the policy's verdict, handed to the loop."""
+        try:
+            outcome = destinations.check_host(
+                host, port, allow_private=self.allow_private, resolve=self.resolve_sync
+            )
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting send
+            outcome = exc
+        try:
+            loop.call_soon_threadsafe(done, outcome)
+        except RuntimeError:
+            pass  # the loop is closed: the dispatcher has stopped
+
+    def _done(self, tenant, taken, lookup: asyncio.Future, outcome) -> None:
+        self._release(tenant, taken)
+        if lookup.done():
+            return
+        if isinstance(outcome, BaseException):
+            lookup.set_exception(outcome)
+        else:
+            lookup.set_result(outcome)
+
+    def _release(self, tenant: Hashable, taken: list[asyncio.Semaphore]) -> None:
+        for slot in taken:
+            slot.release()
+        held = self._tenants[tenant]
+        held[1] -= 1
+        if not held[1]:
+            del self._tenants[tenant]
 
     def _settle(self, key: tuple[str, int], asked: float, lookup: asyncio.Future):
         del self._looking[key]
@@ -78,14 +187,7 @@ class CheckedAddresses:
         self._allowed[key] = (asked + DNS_TTL_SECONDS, lookup.result())
 
     def close(self) -> None:
-        if self._threads is not None:
-            self._threads.shutdown(wait=False, cancel_futures=True)
-            self._threads = None
-
-    def _check(self, host: str, port: int) -> list[str]:
-        return destinations.check_host(
-            host, port, allow_private=self.allow_private, resolve=self.resolve_sync
-        )
+        """Nothing to wait for: a lookup still running ends with its thread."""
 
 
 @functools.lru_cache(maxsize=4096)

@@ -25,7 +25,11 @@ from typing import Protocol
 from yarl import URL
 
 from deliveries.dispatch import http1, pool
-from deliveries.dispatch.resolver import CheckedAddresses, check_literal
+from deliveries.dispatch.resolver import (
+    DNS_TIMEOUT_SECONDS,
+    CheckedAddresses,
+    check_literal,
+)
 from deliveries.models import ErrorKind
 from deliveries.request import TRANSPORT_HEADERS
 from endpoints import destinations
@@ -48,6 +52,9 @@ class OutgoingRequest:
     url: str
     headers: dict[str, str]
     body: bytes
+    # Whose send this is (the merchant's id): its DNS lookups are bounded per
+    # tenant, so one merchant's stalled DNS cannot delay another's sends.
+    tenant: int | None = None
 
 
 @dataclass(frozen=True)
@@ -132,7 +139,13 @@ class AsyncSender:
         self.body_limit = body_limit
         self.allow_private = allow_private
         self.monotonic = monotonic
-        self._addresses = CheckedAddresses(allow_private=allow_private, resolve=resolve)
+        self._addresses = CheckedAddresses(
+            allow_private=allow_private,
+            resolve=resolve,
+            # Half the send's time at most: a lookup that never answers is
+            # the name's dns_error, ended before the send's own deadline.
+            lookup_timeout=min(DNS_TIMEOUT_SECONDS, timeout / 2),
+        )
         self._pool = pool.Pool(
             limit=limit,
             keepalive=KEEPALIVE_SECONDS,
@@ -165,7 +178,9 @@ class AsyncSender:
         exchange = http1.Exchange()
         try:
             async with asyncio.timeout(self.timeout):
-                response = await self._pool.post(target, framed, exchange)
+                response = await self._pool.post(
+                    target, framed, exchange, request.tenant
+                )
         except TimeoutError:
             return result(ErrorKind.TIMEOUT, self._late(exchange.status_seen()))
         except asyncio.CancelledError:

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from urllib.parse import quote
 
@@ -54,13 +54,21 @@ class DispatcherProcess:
     """One `run_dispatcher` child; its stdout and stderr go to files, never a pipe
     (a full pipe would block a chatty child)."""
 
-    def __init__(self, args: list[str], *, env: dict[str, str], logs: Path) -> None:
+    def __init__(
+        self,
+        args: list[str],
+        *,
+        env: dict[str, str],
+        logs: Path,
+        wrap: Sequence[str] = (),
+    ) -> None:
         self.args = args
         self._stdout = logs.with_suffix(".out")
         self._stderr = logs.with_suffix(".err")
         with self._stdout.open("wb") as out, self._stderr.open("wb") as err:
             self.popen = subprocess.Popen(
-                [sys.executable, "manage.py", "run_dispatcher", *args],
+                # wrap: a command that execs the rest (same pid, same signals).
+                [*wrap, sys.executable, "manage.py", "run_dispatcher", *args],
                 cwd=ROOT,
                 env=env,
                 stdout=out,
@@ -111,12 +119,15 @@ class Dispatchers:
         *args: str,
         database_url: str | None = None,
         env: dict[str, str] | None = None,
+        wrap: Sequence[str] = (),
     ) -> DispatcherProcess:
-        """A child with the test's database; env adds or overrides settings."""
+        """A child with the test's database; env adds or overrides settings,
+        wrap is a command prefix that execs the dispatcher."""
         process = DispatcherProcess(
             list(args),
             env={**child_env(database_url=database_url), **(env or {})},
             logs=self.logs / f"dispatcher-{len(self.started)}",
+            wrap=wrap,
         )
         self.started.append(process)
         return process
