@@ -55,7 +55,7 @@ def reason_last_error(reason: str) -> str:
     if not found:
         return ""
     last = found.group(1).strip()
-    status = _HTTP.match(last)
+    status = _HTTP.fullmatch(last)
     if status:
         return status_words(int(status.group(1)))
     return _KIND_SHORT.get(last, last.replace("_", " "))

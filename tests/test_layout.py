@@ -4,7 +4,8 @@ The tests of `deliveries/publish/ingest.py` are `tests/deliveries/publish/
 test_ingest.py` (or `test_ingest_<aspect>.py`). Outside the mirror only the
 folders of their own are allowed: acceptance/ (real processes across
 modules), walk/ (every page in a browser), support/ (the shared helpers and
-fixtures) and citus/ (issue 24's tier). A test file for every module is not required here;
+fixtures) and citus/ (issue 24's tier); at the top, only the checks of the
+whole tree (PROJECT_WIDE). A test file for every module is not required here;
 a folder for every named package is.
 """
 
@@ -16,6 +17,8 @@ ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests"
 APPS = ("relayproject", "endpoints", "deliveries")
 TIERS = ("acceptance", "walk", "support", "citus")
+# Checks of the whole tree, no one module's tests: the only ones at the top.
+PROJECT_WIDE = ("test_layout.py", "test_patterns.py")
 # Django's plumbing, not packages a reader looks for tests of.
 PLUMBING = {"migrations", "management", "templatetags", "formats", "__pycache__"}
 
@@ -31,7 +34,7 @@ def misplaced(test_files: list[Path]) -> list[str]:
     for path in test_files:
         folder = path.parent
         if folder == Path("."):
-            allowed = path.name == "test_layout.py"
+            allowed = path.name in PROJECT_WIDE
         elif folder.parts[0] in TIERS:
             allowed = True
         else:

@@ -16,6 +16,12 @@ MAX_HEAD_BYTES (informational answers included) ends the attempt
 (ResponseError), as do chunk framing and trailers past the kept body's worth;
 at most body_limit bytes of the body are kept, trailers never, and a
 connection whose body was cut, or that answered out of turn, is never reused.
+A status outside 100-599 is not an answer (ResponseError). The body is framed
+as RFC 9112 6.3 says: chunked only when chunked is the final transfer coding,
+else, with a Transfer-Encoding, read to the close; an answer framed as no
+sender may frame one (Transfer-Encoding with Content-Length, chunked applied
+twice, Transfer-Encoding on HTTP/1.0) is read as its Transfer-Encoding says,
+and its connection is not used again.
 Deadlines are the caller's (transport.py wraps each send in one
 asyncio.timeout); a cancelled send closes its connection.
 """
@@ -31,6 +37,19 @@ import httptools
 MAX_LINE_BYTES = 8190
 MAX_HEADERS = 128
 MAX_HEAD_BYTES = 65536
+# Receivers that answer with bare LF line ends or odd bytes in header values
+# still get their status read, as aiohttp's client read them (the same three
+# leniencies): a sloppy receiver that took a delivery must not be retried and
+# tripped for its framing. NUL is still refused (on_header), and nothing from
+# the head is trusted beyond an excerpt. lenient_chunked_length lets
+# Transfer-Encoding win over a Content-Length beside it (RFC 9112 6.3), where
+# llhttp would otherwise refuse the answer; such a connection is retired.
+LENIENCIES = {
+    "lenient_headers": True,
+    "lenient_optional_cr_before_lf": True,
+    "lenient_spaces_after_chunk_size": True,
+    "lenient_chunked_length": True,
+}
 
 
 class ResponseError(Exception):
@@ -75,16 +94,7 @@ class Connection(asyncio.Protocol):
         self.body_limit = body_limit
         self.transport: asyncio.Transport | None = None
         self.parser = httptools.HttpResponseParser(self)
-        # Receivers that answer with bare LF line ends or odd bytes in header
-        # values still get their status read, as aiohttp's client read them
-        # (the same three leniencies): a sloppy receiver that took a delivery
-        # must not be retried and tripped for its framing. NUL is still refused
-        # (on_header), and nothing from the head is trusted beyond an excerpt.
-        self.parser.set_dangerous_leniencies(
-            lenient_headers=True,
-            lenient_optional_cr_before_lf=True,
-            lenient_spaces_after_chunk_size=True,
-        )
+        self.parser.set_dangerous_leniencies(**LENIENCIES)
         self.closed = False
         self.reusable = True
         self.idle_since = 0.0
@@ -104,6 +114,7 @@ class Connection(asyncio.Protocol):
         self._headers: list[tuple[bytes, bytes]] = []
         self._body: list[bytes] = []
         self._size = 0
+        self._until_close = False  # the body ends when the connection does
 
     def start(self, request: bytes) -> asyncio.Future:
         self._reset()
@@ -163,7 +174,7 @@ class Connection(asyncio.Protocol):
             self.on_idle_lost(self)
         if self._waiter is None or self._waiter.done():
             return
-        if self.head_done and self._until_eof():
+        if self.head_done and self._until_close:
             self._finish(complete=True)  # a body delimited by the close
             return
         how = "reset" if isinstance(exc, ConnectionResetError) else "closed"
@@ -209,6 +220,9 @@ class Connection(asyncio.Protocol):
 
     def on_headers_complete(self) -> None:
         status = self.parser.get_status_code()
+        if not 100 <= status <= 599:
+            # llhttp takes any three digits; 000 or 999 is no HTTP answer.
+            raise ResponseError(f"the status code {status:03d} is outside 100-599")
         if 100 <= status < 200 and status != 101:
             # Informational (100 Continue): the answer follows. Its headers go;
             # its bytes still count towards the head's limit, so a stream of
@@ -217,6 +231,7 @@ class Connection(asyncio.Protocol):
             return
         self.status = status
         self.head_done = True
+        self._frame()
 
     def on_body(self, piece: bytes) -> None:
         if not self.head_done:
@@ -238,16 +253,31 @@ class Connection(asyncio.Protocol):
 
     # Ending the current request
 
-    def _until_eof(self) -> bool:
-        if self.status in (204, 304):
-            return False
+    def _frame(self) -> None:
+        """Whether the body ends at the close, and whether the framing allows
+        the connection to be used again (RFC 9112 6.1, 6.3)."""
+        codings: list[bytes] = []
+        has_length = False
         for name, value in self._headers:
             lower = name.lower()
-            if lower == b"content-length" or (
-                lower == b"transfer-encoding" and b"chunked" in value.lower()
-            ):
-                return False
-        return True
+            if lower == b"transfer-encoding":
+                codings.append(value)
+            elif lower == b"content-length":
+                has_length = True
+        if self.status in (204, 304):
+            self._until_close = False
+        elif codings:
+            self._until_close = not chunked_is_final(codings)
+        else:
+            self._until_close = not has_length
+        if codings and (
+            has_length
+            or chunked_count(codings) > 1
+            or self.parser.get_http_version() == "1.0"
+        ):
+            # Framing no sender may produce: what follows on this connection
+            # may be read differently by another parser, so nothing does.
+            self.reusable = False
 
     def _finish(self, *, complete: bool) -> None:
         if not complete:
@@ -264,3 +294,20 @@ class Connection(asyncio.Protocol):
             waiter.set_exception(error)
         if self.transport is not None:
             self.transport.abort()
+
+
+def chunked_is_final(values: list[bytes]) -> bool:
+    """Whether the Transfer-Encoding fields' values, in order, end in chunked,
+    read as httptools (llhttp) frames the body: the last coding of the last
+    field, spaces or tabs before it and spaces after it."""
+    last = values[-1].rsplit(b",", 1)[-1]
+    return last.lstrip(b" \t").rstrip(b" ").lower() == b"chunked"
+
+
+def chunked_count(values: list[bytes]) -> int:
+    """How many times the Transfer-Encoding fields apply chunked."""
+    return sum(
+        coding.strip(b" \t").lower() == b"chunked"
+        for value in values
+        for coding in value.split(b",")
+    )

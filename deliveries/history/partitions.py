@@ -78,7 +78,7 @@ ATTEMPTS = History("deliveries_attempt", "delivery_id", "dlv")
 # delivery; record: delivery then attempt), so DDL and writers never deadlock.
 TABLES = (EVENTS, DELIVERIES, ATTEMPTS)
 
-_DAY = re.compile(r"_p(\d{8})$")
+_DAY = re.compile(r"_p(\d{8})\Z")  # \Z: $ would pass a name ending in a newline
 
 
 @dataclass

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from django.core.exceptions import ValidationError
 
 from deliveries.publish.validation import EventsRefused
 from deliveries.services import event_publish
+from endpoints.catalogue import event_type_create
 from endpoints.models import EventType
 from tests.support import factories
 from tests.support.api import assert_problem, row_counts
@@ -81,6 +83,7 @@ def test_scoped_keys_read_the_catalogue_but_cannot_change_it(
     ("body", "loc", "words"),
     [
         ({"name": "bad name"}, ["body", "name"], ""),
+        ({"name": "order.paid\n"}, ["body", "name"], ""),
         ({"name": "a.b", "schema": {"type": "nope"}}, ["body", "schema"], "type"),
         (
             {"name": "a.b", "schema": ORDER_SCHEMA, "example": {"order_id": 5}},
@@ -93,6 +96,19 @@ def test_bad_types_are_refused_naming_the_field(platform, body, loc, words):
     before = row_counts()
     problem = assert_problem(platform.post("/event-types", body), 422, loc)
     assert words in " ".join(e["msg"] for e in problem["errors"])
+    assert row_counts() == before
+
+
+def test_the_catalogue_refuses_a_name_with_a_trailing_line_break_in_process(db):
+    with pytest.raises(ValidationError) as refused:
+        event_type_create(name="order.paid\n")
+    assert list(refused.value.message_dict) == ["name"]
+    assert not EventType.objects.filter(name__startswith="order.paid").exists()
+
+
+def test_the_api_refuses_an_event_type_with_a_trailing_line_break(platform, merchant):
+    before = row_counts()
+    assert_problem(publish(platform, {}, type="order.paid\n"), 422, ["body", "type"])
     assert row_counts() == before
 
 

@@ -64,6 +64,17 @@ def trickle(prefix: bytes, forever: bytes) -> Behaviour:
     return behave
 
 
+def close_after(data: bytes) -> Behaviour:
+    """Write data, then close the connection cleanly (FIN)."""
+
+    async def behave(writer: Writer) -> None:
+        writer.write(data)
+        await writer.drain()
+        writer.close()
+
+    return behave
+
+
 def reset_after(data: bytes) -> Behaviour:
     """Write data, then reset the connection (RST, not a clean close)."""
 
@@ -131,7 +142,17 @@ CASES = [
         500,
         HTTP_STATUS,
     ),
-    Case("status-999", answer("999 Whatever", b"odd"), 999, HTTP_STATUS),
+    # Three digits, but no HTTP status (100-599): not stored as one.
+    Case("status-999", answer("999 Whatever", b"odd"), None, "invalid_response"),
+    Case("status-000", answer("000 Nothing", b"odd"), None, "invalid_response"),
+    Case(
+        # chunked is not the final coding: the body runs to the close (RFC
+        # 9112 6.3), and the 200 is a success, not a connection error retried.
+        "chunked-not-final",
+        close_after(head("200 OK", "Transfer-Encoding: chunked, gzip") + b"gz"),
+        200,
+        "",
+    ),
     Case(
         "gzip-bomb",
         answer("200 OK", GZIP_BOMB, "Content-Encoding: gzip"),

@@ -133,7 +133,7 @@ def _pool(*, limit: int, keepalive: float) -> pool.Pool:
         limit=limit,
         keepalive=keepalive,
         body_limit=LIMIT,
-        addresses=lambda host, port: _literal(host),
+        addresses=lambda host, port, tenant: _literal(host),
         ssl_context=None,
     )
 

@@ -98,9 +98,10 @@ def test_in_process_publishing_refuses_what_cannot_be_stored(acme, data, loc, wo
     _nothing_stored()
 
 
-def test_in_process_publishing_refuses_a_bad_type(acme):
+@pytest.mark.parametrize("type", ["no spaces", "order.paid\n"])
+def test_in_process_publishing_refuses_a_bad_type(acme, type):
     with pytest.raises(EventsRefused) as refused:
-        event_publish(merchant=acme, type="no spaces", data={})
+        event_publish(merchant=acme, type=type, data={})
     assert [loc for _, loc, _ in refused.value.errors] == [["type"]]
     _nothing_stored()
 
