@@ -137,6 +137,8 @@ class AttemptOut(Schema):
     # What the attempt sent and got back, as recorded; null on attempts made
     # before these were kept. [[name, value], ...] in order; custom header
     # values and signatures are fingerprints ("redacted, hmac 1a2b3c4d").
+    # An answer to a verification challenge keeps no body (response_excerpt
+    # says so) and no response headers (null).
     request_url: str | None
     request_headers: list[list[str]] | None
     response_headers: list[list[str]] | None

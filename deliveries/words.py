@@ -17,6 +17,14 @@ from deliveries.models import ErrorKind
 from deliveries.retry import is_success
 from endpoints.words import status_words
 
+# All a verification's attempt keeps of the receiver's answer, as its body
+# (dispatch/outcomes.py): a receiver that reflects the request would reflect
+# the challenge, whole or cut, in its body or headers.
+ANSWER_NOT_KEPT = (
+    "[not kept: the body and headers of an answer to a verification "
+    "challenge are never stored]"
+)
+
 # What each error kind is called, before the detail the attempt recorded.
 KIND_WORDS = {
     ErrorKind.TIMEOUT: "Timed out",
@@ -232,3 +240,8 @@ def replay_lane_warning(*, ordering_key: str) -> str:
         f"It was sent in order (ordering key {ordering_key!r}): a replay sends it "
         "at once, out of order, whatever its key's later events are doing."
     )
+
+
+def answer_not_kept(response_body: str) -> bool:
+    """An attempt that answered a verification challenge: no body or headers kept."""
+    return response_body == ANSWER_NOT_KEPT

@@ -146,7 +146,8 @@ def endpoint_verify(
     request: HttpRequest, slug: str, endpoint_id: str, payload: VerifyIn
 ):
     """Verify with the challenge copied from the receiver's log; a wrong one
-    is a 422 on `challenge` and changes nothing."""
+    is a 422 on `challenge` saying how many of its WRONG_ANSWERS_LIMIT tries
+    are left, and once they are spent every paste is, until a new challenge."""
     endpoint = visible_endpoint(request, slug, endpoint_id)
     try:
         verification.endpoint_verify(

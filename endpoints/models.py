@@ -160,6 +160,11 @@ class Endpoint(MerchantKeyed):
     # The delivery that carries it; "" until a dispatcher has made it.
     verification_delivery_id = models.CharField(max_length=40, blank=True, default="")
     verification_requested_at = models.DateTimeField(null=True, blank=True)
+    # Wrong pastes of the current challenge (endpoints/verification.py): at
+    # WRONG_ANSWERS_LIMIT it is spent until a new one is asked for.
+    verification_wrong_answers = models.PositiveSmallIntegerField(
+        default=0, db_default=0
+    )
     # Events sharing an ordering_key are sent one at a time, in publish order
     # (deliveries/lanes.py). Read at publish: a change applies to later events.
     ordered = models.BooleanField(default=False, db_default=False)

@@ -11,7 +11,9 @@ the permission mark it. Its held deliveries are then due at once, in publish
 order (their due times were never moved).
 
 The challenge is a secret: encrypted in the column like a signing secret,
-compared in constant time, gone once verified.
+compared in constant time, gone once verified. Pasting it is not a way to
+guess it: WRONG_ANSWERS_LIMIT wrong pastes spend a challenge, and nothing
+kept of a receiver's answer to it can be read back (dispatch/outcomes.py).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import F
 
 from endpoints.models import Endpoint, Merchant
 from relayproject.lib.limits import LimitExceeded
@@ -34,7 +37,15 @@ CHALLENGE_PREFIX = "vrfy_"
 # transport already keeps at most RESPONSE_BODY_LIMIT_BYTES of it.
 ECHO_LIMIT_BYTES = 1024
 BY_RECEIVER = "receiver"
+# Wrong pastes of one challenge (API and portal) before it is spent: then no
+# paste, even the right one, verifies until a new challenge is asked for.
+WRONG_ANSWERS_LIMIT = 5
 WRONG_CHALLENGE = "This is not the current challenge of this endpoint."
+NEW_CHALLENGE_NEEDED = "ask for a new challenge and paste that one."
+CHALLENGE_SPENT = (
+    f"This challenge has had {WRONG_ANSWERS_LIMIT} wrong answers and can no "
+    f"longer be pasted: {NEW_CHALLENGE_NEEDED}"
+)
 
 # Fields a (re)started verification writes, for save(update_fields=...).
 REQUEST_FIELDS = [
@@ -42,6 +53,7 @@ REQUEST_FIELDS = [
     "verification_challenge",
     "verification_delivery_id",
     "verification_requested_at",
+    "verification_wrong_answers",
     "verified_at",
     "verified_by",
     "updated_at",
@@ -120,6 +132,7 @@ def request_fields_set(endpoint: Endpoint, *, now: datetime) -> None:
     endpoint.verification_challenge = challenge_new()
     endpoint.verification_delivery_id = ""
     endpoint.verification_requested_at = now
+    endpoint.verification_wrong_answers = 0
     endpoint.verified_at = None
     endpoint.verified_by = ""
 
@@ -146,20 +159,49 @@ def verification_retry(*, endpoint: Endpoint, now: datetime) -> Endpoint:
 def endpoint_verify(
     *, endpoint: Endpoint, challenge: str, by: str, now: datetime
 ) -> Endpoint:
-    """Verify with a challenge pasted from the receiver's log. A wrong one is
-    a ValidationError on "challenge" and changes nothing."""
-    if len(challenge) > ECHO_LIMIT_BYTES:
-        raise ValidationError({"challenge": [WRONG_CHALLENGE]})
+    """Verify with a challenge pasted from the receiver's log. Each paste
+    spends one of the challenge's WRONG_ANSWERS_LIMIT tries; a wrong one is a
+    ValidationError on "challenge" saying how many are left (or that a new
+    challenge is needed), and changes nothing but that count."""
     with transaction.atomic():
-        row = Endpoint.objects.select_for_update().get(
-            pk=endpoint.pk, merchant_id=endpoint.merchant_id
-        )
+        # One statement checks that a try is left and spends it: two pastes at
+        # once both count (the second waits on the row lock, then re-reads the
+        # count), where reading the count and then writing it would lose one.
+        counted = Endpoint.objects.filter(
+            pk=endpoint.pk,
+            merchant_id=endpoint.merchant_id,  # one shard on Citus
+            awaiting_verification=True,
+            verification_wrong_answers__lt=WRONG_ANSWERS_LIMIT,
+        ).update(verification_wrong_answers=F("verification_wrong_answers") + 1)
+        row = Endpoint.objects.get(pk=endpoint.pk, merchant_id=endpoint.merchant_id)
         if not row.awaiting_verification:
             raise NotAwaiting("This endpoint is not awaiting verification.")
-        if not challenge_matches(row.verification_challenge, challenge):
-            raise ValidationError({"challenge": [WRONG_CHALLENGE]})
-        _verified(row, by=by, now=now)
-    return row
+        if (
+            counted
+            and len(challenge) <= ECHO_LIMIT_BYTES
+            and challenge_matches(row.verification_challenge, challenge)
+        ):
+            _verified(row, by=by, now=now)
+            return row
+    # Raised after the commit: the try this paste spent stays spent.
+    words = wrong_answer_words(row) if counted else CHALLENGE_SPENT
+    raise ValidationError({"challenge": [words]})
+
+
+def wrong_answer_words(row: Endpoint) -> str:
+    """What a wrong paste is told: how many tries its challenge has left."""
+    left = tries_left(row)
+    if left == 0:
+        return (
+            f"{WRONG_CHALLENGE} That was the last of its {WRONG_ANSWERS_LIMIT} "
+            f"tries: {NEW_CHALLENGE_NEEDED}"
+        )
+    return f"{WRONG_CHALLENGE} {left} {'try' if left == 1 else 'tries'} left."
+
+
+def tries_left(endpoint: Endpoint) -> int:
+    """Pastes the endpoint's current challenge has left."""
+    return max(0, WRONG_ANSWERS_LIMIT - endpoint.verification_wrong_answers)
 
 
 def endpoint_mark_verified(*, endpoint: Endpoint, by: str, now: datetime) -> bool:
@@ -198,6 +240,7 @@ def _verified_columns(*, by: str, now: datetime) -> dict:
     return {
         "awaiting_verification": False,
         "verification_challenge": None,
+        "verification_wrong_answers": 0,
         "verified_at": now,
         "verified_by": by[:200],
         "updated_at": now,

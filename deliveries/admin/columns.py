@@ -27,6 +27,12 @@ from relayproject.lib.clock import utcnow
 RESPONSE_EXCERPT_CHARS = 200
 REQUEST_BODY_SHOWN_CHARS = 20_000  # the page stays light for a large event
 REPLAYABLE = Delivery.Status.FINISHED
+# Constants, no value in them: an attempt without response headers, and one of
+# a verification, whose answer's headers are never kept.
+_NO_HEADERS = {
+    False: "<tr><td>none</td></tr>",
+    True: "<tr><td>not kept (the answer to a verification challenge)</td></tr>",
+}
 
 
 def _result(code: int | None, error: str) -> str:
@@ -94,7 +100,8 @@ class AttemptInline(admin.TabularInline):
             '<table class="headers">{}</table></details>',
             attempt.request_url,
             rows,
-            answer or mark_safe("<tr><td>none</td></tr>"),  # a constant, no value in it
+            answer
+            or mark_safe(_NO_HEADERS[words.answer_not_kept(attempt.response_body)]),
         )
 
     @admin.display(description="response (excerpt)")

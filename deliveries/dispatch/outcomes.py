@@ -27,13 +27,17 @@ from deliveries.models import ErrorKind
 from deliveries.ops import counters
 from deliveries.publish.sanitize import storable_text
 from deliveries.retry import is_success
+from deliveries.words import ANSWER_NOT_KEPT
 from endpoints import health
 from endpoints.services import endpoints_disable
 from endpoints.verification import echoed, endpoints_verified_by_echo
 
 logger = logging.getLogger(__name__)
 GONE_BY = "receiver"  # who disabled an endpoint that answered 410
-CHALLENGE_HIDDEN = "[challenge]"  # in place of a verification challenge, kept
+# An error message of a verification's attempt holding this many characters of
+# its challenge in a row (any case) is not kept: a guess needs no more.
+CHALLENGE_QUOTE_CHARS = 8
+QUOTED_CHALLENGE = "[not kept: it quoted part of the verification challenge]"
 
 
 @dataclass(frozen=True)
@@ -175,10 +179,11 @@ def _echo_checked(item: Sent) -> Sent:
     when the body (bounded by the transport) echoes the challenge; otherwise
     it is a failed attempt, retried, with its own error kind.
 
-    What is kept of the answer never holds the challenge: a receiver that
-    reflects what it got (an echo service, an error page) would otherwise
-    hand it to whoever reads the attempt, and pasting it would verify an
-    endpoint nobody there agreed to."""
+    Nothing of the answer is kept but its status and timing: a receiver that
+    reflects what it got (an echo service, an error page) would otherwise hand
+    the challenge, or enough of it to guess the rest once the body is cut at
+    RESPONSE_BODY_LIMIT_BYTES, to whoever reads the attempt, and pasting it
+    would verify an endpoint nobody there agreed to."""
     if not item.challenge:
         return item
     result = item.result
@@ -186,20 +191,26 @@ def _echo_checked(item: Sent) -> Sent:
         result.body_excerpt, item.challenge
     ):
         result = replace(result, error_kind=ErrorKind.CHALLENGE_NOT_ECHOED)
-
-    def hide(text: str) -> str:
-        return text.replace(item.challenge, CHALLENGE_HIDDEN)
-
     return replace(
         item,
         result=replace(
             result,
-            body_excerpt=hide(result.body_excerpt),
-            error_message=hide(result.error_message),
-            response_headers=tuple(
-                (name, hide(value)) for name, value in result.response_headers
-            ),
+            body_excerpt=ANSWER_NOT_KEPT,
+            response_headers=(),
+            # The relay's own words (no receiver bytes); checked all the same.
+            error_message=QUOTED_CHALLENGE
+            if quotes_challenge(result.error_message, item.challenge)
+            else result.error_message,
         ),
+    )
+
+
+def quotes_challenge(text: str, challenge: str) -> bool:
+    """Whether text holds CHALLENGE_QUOTE_CHARS of challenge in a row, in any case."""
+    text, challenge = text.lower(), challenge.lower()
+    width = CHALLENGE_QUOTE_CHARS
+    return any(
+        challenge[i : i + width] in text for i in range(len(challenge) - width + 1)
     )
 
 

@@ -25,6 +25,12 @@ def attempt_error(attempt) -> str:
 
 
 @register.filter
+def answer_not_kept(attempt) -> bool:
+    """A verification's attempt, whose answer's body and headers were dropped."""
+    return words.answer_not_kept(attempt.response_body)
+
+
+@register.filter
 def delivery_error(delivery) -> str:
     """A delivery's last failure in the same words ("" when it has none)."""
     return words.last_error_words(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from endpoints.models import Endpoint
+from endpoints.verification import CHALLENGE_SPENT, WRONG_ANSWERS_LIMIT
 from tests.support import factories
 from tests.support.api import api_as, assert_problem, row_counts
 
@@ -50,9 +51,42 @@ def test_a_retry_sends_a_new_challenge(scoped, awaiting, settings):
 
 def test_a_wrong_challenge_is_a_422_on_its_field(scoped, awaiting):
     response = scoped.post(path(awaiting, "verify"), {"challenge": "vrfy_guess"})
-    assert_problem(response, 422, loc=["body", "challenge"])
+    body = assert_problem(response, 422, loc=["body", "challenge"])
+    assert body["errors"][0]["msg"].endswith("4 tries left.")
     awaiting.refresh_from_db()
     assert awaiting.awaiting_verification
+
+
+def refusal(response) -> str:
+    (error,) = assert_problem(response, 422, loc=["body", "challenge"])["errors"]
+    return error["msg"]
+
+
+def test_guesses_are_limited_per_challenge(scoped, awaiting, settings):
+    """After WRONG_ANSWERS_LIMIT wrong answers even the right one is refused,
+    until a new challenge is asked for."""
+    verify = path(awaiting, "verify")
+    told = [
+        refusal(scoped.post(verify, {"challenge": f"vrfy_guess{n}"}))
+        for n in range(WRONG_ANSWERS_LIMIT)
+    ]
+    assert [msg.split(". ", 1)[1] for msg in told[:-1]] == [
+        "4 tries left.",
+        "3 tries left.",
+        "2 tries left.",
+        "1 try left.",
+    ]
+    assert "last of its 5 tries: ask for a new challenge" in told[-1]
+    right = {"challenge": awaiting.verification_challenge}
+    assert refusal(scoped.post(verify, right)) == CHALLENGE_SPENT
+    assert Endpoint.objects.get(pk=awaiting.pk).awaiting_verification
+
+    settings.VERIFICATION_RETRY_SECONDS = 0
+    assert scoped.post(path(awaiting, "verification")).status_code == 202
+    awaiting.refresh_from_db()
+    response = scoped.post(verify, {"challenge": awaiting.verification_challenge})
+    assert response.status_code == 200, response.content
+    assert response.json()["verification"]["state"] == "verified"
 
 
 def test_the_right_challenge_verifies(scoped, awaiting):

@@ -84,14 +84,24 @@ def test_a_url_change_asks_again_with_a_new_challenge(awaiting):
     assert awaiting.verified_at is None and awaiting.verification_challenge
 
 
-def test_a_wrong_paste_changes_nothing_and_a_right_one_verifies(awaiting):
-    before = Endpoint.objects.filter(pk=awaiting.pk).values().get()
-    with pytest.raises(ValidationError) as refused:
+def paste(endpoint, challenge: str) -> str:
+    """What a paste is told: its refusal, or "verified"."""
+    try:
         verification.endpoint_verify(
-            endpoint=awaiting, challenge="vrfy_guess", by="merchant:a", now=utcnow()
+            endpoint=endpoint, challenge=challenge, by="merchant:a", now=utcnow()
         )
-    assert refused.value.message_dict == {"challenge": [verification.WRONG_CHALLENGE]}
-    assert Endpoint.objects.filter(pk=awaiting.pk).values().get() == before
+    except ValidationError as exc:
+        (message,) = exc.message_dict["challenge"]
+        return message
+    return "verified"
+
+
+def test_a_wrong_paste_spends_a_try_only_and_a_right_one_verifies(awaiting):
+    before = Endpoint.objects.filter(pk=awaiting.pk).values().get()
+    told = paste(awaiting, "vrfy_guess")
+    assert told == f"{verification.WRONG_CHALLENGE} 4 tries left."
+    after = Endpoint.objects.filter(pk=awaiting.pk).values().get()
+    assert after == {**before, "verification_wrong_answers": 1}
     verification.endpoint_verify(
         endpoint=awaiting,
         challenge=f" {awaiting.verification_challenge} ",
@@ -102,6 +112,37 @@ def test_a_wrong_paste_changes_nothing_and_a_right_one_verifies(awaiting):
     assert verification.state(awaiting) == "verified"
     assert awaiting.verified_by == "merchant:a"
     assert awaiting.verification_challenge is None
+
+
+def test_wrong_pastes_spend_the_challenge_until_a_new_one(awaiting, settings):
+    settings.VERIFICATION_RETRY_SECONDS = 0
+    limit = verification.WRONG_ANSWERS_LIMIT
+    told = [paste(awaiting, f"vrfy_guess{n}") for n in range(limit)]
+    assert told[-2] == f"{verification.WRONG_CHALLENGE} 1 try left."
+    assert told[-1].endswith(
+        f"That was the last of its {limit} tries: ask for a new challenge and "
+        "paste that one."
+    )
+    # Spent: even the right challenge is refused, and counts no further.
+    assert paste(awaiting, awaiting.verification_challenge) == (
+        verification.CHALLENGE_SPENT
+    )
+    awaiting.refresh_from_db()
+    assert awaiting.awaiting_verification
+    assert awaiting.verification_wrong_answers == limit
+    assert verification.tries_left(awaiting) == 0
+
+    retried = verification.verification_retry(endpoint=awaiting, now=utcnow())
+    assert retried.verification_wrong_answers == 0
+    assert paste(awaiting, retried.verification_challenge) == "verified"
+
+
+def test_the_right_paste_on_the_last_try_verifies(awaiting):
+    for n in range(verification.WRONG_ANSWERS_LIMIT - 1):
+        paste(awaiting, f"vrfy_guess{n}")
+    assert paste(awaiting, awaiting.verification_challenge) == "verified"
+    awaiting.refresh_from_db()
+    assert awaiting.verification_wrong_answers == 0
 
 
 def test_an_answer_to_a_replaced_challenge_verifies_nothing(awaiting):

@@ -37,6 +37,8 @@ def endpoint_verification(request: HttpRequest, access: Access) -> HttpResponse:
         except ValidationError as exc:
             for message in exc.message_dict.get("challenge", exc.messages):
                 form.add_error("challenge", message)
+            # The paste spent a try: the page says what is left now.
+            endpoint.refresh_from_db(fields=["verification_wrong_answers"])
         except verification.NotAwaiting as exc:
             messages.info(request, str(exc))
             return redirect("portal:endpoint_detail", access.merchant.slug, endpoint.pk)
@@ -59,6 +61,8 @@ def endpoint_verification(request: HttpRequest, access: Access) -> HttpResponse:
         {
             "form": form,
             "state": verification.state(endpoint),
+            "tries_left": verification.tries_left(endpoint),
+            "tries": verification.WRONG_ANSWERS_LIMIT,
             "retry_seconds": settings.VERIFICATION_RETRY_SECONDS,
         },
         status=400 if request.method == "POST" else 200,

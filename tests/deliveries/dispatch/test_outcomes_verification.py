@@ -1,6 +1,6 @@
-"""A verification's answer: only an echo of the challenge verifies, and the
-challenge is never kept in the attempt record, even when a receiver reflects
-the request it got."""
+"""A verification's answer: only an echo of the challenge verifies, and no
+body or headers of it are kept in the attempt record, so a receiver that
+reflects the request it got cannot hand the challenge to its reader."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ import random
 import pytest
 
 from deliveries.dispatch.dispatcher import Dispatcher
-from deliveries.dispatch.outcomes import CHALLENGE_HIDDEN
+from deliveries.dispatch.outcomes import QUOTED_CHALLENGE, quotes_challenge
 from deliveries.dispatch.transport import OutgoingRequest, SendResult
 from deliveries.models import Attempt, ErrorKind
+from deliveries.words import ANSWER_NOT_KEPT, answer_not_kept
 from endpoints.models import Endpoint
 from tests.support import factories
 from tests.support.fakes import FakeClock
@@ -23,8 +24,9 @@ pytestmark = [pytest.mark.django_db(transaction=True)]
 class Answering:
     """Answers each request as `answer(challenge, body)` says."""
 
-    def __init__(self, answer) -> None:
+    def __init__(self, answer, error: str = "") -> None:
         self.answer = answer
+        self.error = error
 
     def send(self, request: OutgoingRequest) -> SendResult:
         challenge = json.loads(request.body)["data"]["challenge"]
@@ -34,6 +36,7 @@ class Answering:
             duration_ms=3.0,
             body_excerpt=body,
             response_headers=(("X-Echo", body[:80]),),
+            error_message=self.error.format(challenge=challenge),
         )
 
 
@@ -73,18 +76,42 @@ def test_a_reflecting_receiver_is_not_verified_and_the_challenge_is_not_kept(
     assert endpoint.awaiting_verification
     attempt = Attempt.objects.get()
     assert attempt.outcome == "retry"
-    kept = json.dumps([attempt.response_body, attempt.response_headers])
-    assert endpoint.verification_challenge not in kept
-    assert CHALLENGE_HIDDEN in kept
+    assert attempt.response_body == ANSWER_NOT_KEPT
+    assert attempt.response_headers is None
+    assert answer_not_kept(attempt.response_body)
 
 
-def test_an_echo_verifies_and_is_kept_hidden(awaiting):
+def test_an_echo_verifies_and_keeps_no_body(awaiting):
     run(Answering(lambda c, body: (200, json.dumps({"challenge": c}))))
     endpoint = Endpoint.objects.get(pk=awaiting.pk)
     assert not endpoint.awaiting_verification
     attempt = Attempt.objects.get()
     assert (attempt.outcome, attempt.error_kind) == ("succeeded", "")
-    assert attempt.response_body == json.dumps({"challenge": CHALLENGE_HIDDEN})
+    assert (attempt.response_body, attempt.response_headers) == (
+        ANSWER_NOT_KEPT,
+        None,
+    )
+
+
+def test_an_error_message_quoting_part_of_the_challenge_is_not_kept(awaiting):
+    run(Answering(lambda c, body: (502, ""), error="bad gateway: {challenge:.47}"))
+    attempt = Attempt.objects.get()
+    assert attempt.error_message == QUOTED_CHALLENGE
+
+
+@pytest.mark.parametrize(
+    ("text", "quotes"),
+    [
+        ("vrfy_AbCdEfGh", True),  # the first 8 characters
+        ("x VRFY_ABCDEFGH y", True),  # in another case
+        ("...dEfGhIjK", True),  # 8 from the middle
+        ("vrfy_Ab and CdEfGhI", False),  # 7 in a row, twice
+        ("Connection refused (127.0.0.1:9)", False),
+        ("", False),
+    ],
+)
+def test_what_counts_as_quoting_the_challenge(text, quotes):
+    assert quotes_challenge(text, "vrfy_AbCdEfGhIjKlMn") is quotes
 
 
 def test_a_2xx_without_the_challenge_has_its_own_error_kind(awaiting):

@@ -1,5 +1,6 @@
 """Verification in the portal: the state is shown, a pasted challenge
-verifies, a wrong one is shown under its field and changes nothing, and
+verifies, a wrong one is shown under its field with the tries left and
+changes nothing else, a spent challenge says a new one is needed, and
 another merchant's owner can neither verify nor retry."""
 
 from __future__ import annotations
@@ -53,9 +54,26 @@ def test_a_wrong_challenge_is_shown_under_its_field(client, world, awaiting):
     assert response.status_code == 400
     page = response.content.decode()
     field = page[page.index('data-field="challenge"') :]
-    assert verification.WRONG_CHALLENGE in field[: field.index("</div>")]
+    said = field[: field.index("</div>")]
+    assert f"{verification.WRONG_CHALLENGE} 4 tries left." in said
     assert 'id="challenge-errors"' in page
-    assert Endpoint.objects.filter(pk=awaiting.pk).values().get() == before
+    assert "4 of 5 tries left for this challenge" in page
+    after = Endpoint.objects.filter(pk=awaiting.pk).values().get()
+    assert after == {**before, "verification_wrong_answers": 1}
+
+
+def test_a_spent_challenge_says_a_new_one_is_needed(client, world, awaiting):
+    client.force_login(world.owner)
+    limit = verification.WRONG_ANSWERS_LIMIT
+    Endpoint.objects.filter(pk=awaiting.pk).update(verification_wrong_answers=limit)
+    page = client.get(url(awaiting)).content.decode()
+    assert "can no longer be pasted: send a new challenge" in page
+    response = client.post(
+        url(awaiting), {"challenge": awaiting.verification_challenge}
+    )
+    assert response.status_code == 400
+    assert verification.CHALLENGE_SPENT in response.content.decode()
+    assert Endpoint.objects.get(pk=awaiting.pk).awaiting_verification
 
 
 @pytest.mark.parametrize("slug", ["acme", "globex"])
