@@ -32,11 +32,13 @@ from deliveries.signing import format_timestamp
 from endpoints.apikeys import (
     api_key,
     idempotency_scope,
+    merchant_acted_for,
     scoped,
     visible_endpoint,
     visible_merchant,
 )
 from endpoints.models import Endpoint
+from endpoints.switched_off import MerchantSwitchedOff
 from relayproject.lib.clock import utcnow
 from relayproject.lib.pagination import DEFAULT_LIMIT, MAX_LIMIT, paginate
 from relayproject.lib.problems import COMMON_ERRORS, ApiProblem, Problem
@@ -67,6 +69,10 @@ def _merchant_at(request: HttpRequest, slug: str, loc: list):
 def _only_merchant(request: HttpRequest) -> int | None:
     key = api_key(request)
     return None if key.is_platform else key.merchant_id
+
+
+def _switched_off(exc: MerchantSwitchedOff, loc: list) -> ApiProblem:
+    return ApiProblem(403, str(exc), [{"loc": loc, "msg": "Switched off by staff."}])
 
 
 def _refused(exc: EventsRefused, prefix: Callable[[int], list]) -> ApiProblem:
@@ -109,6 +115,8 @@ def event_create(
         )
     except ingest.UnknownMerchant as exc:
         raise _unknown_merchant(exc.slug, ["body", "merchant"]) from None
+    except MerchantSwitchedOff as exc:
+        raise _switched_off(exc, ["body", "merchant"]) from None
     except EventsRefused as exc:
         raise _refused(exc, lambda index: ["body"]) from None
     except ingest.IdempotencyInProgress:
@@ -150,6 +158,9 @@ def event_batch_create(request: HttpRequest, payload: EventBatchIn):
     except ingest.UnknownMerchant as exc:
         loc = ["body", "events", exc.index, "merchant"]
         raise _unknown_merchant(exc.slug, loc) from None
+    except MerchantSwitchedOff as exc:
+        loc = ["body", "events", exc.index, "merchant"]
+        raise _switched_off(exc, loc) from None
     except EventsRefused as exc:
         raise _refused(exc, lambda index: ["body", "events", index]) from None
     # The answer as EventBatchOut would dump it, built here: having ninja
@@ -252,6 +263,7 @@ def delivery_get(request: HttpRequest, delivery_id: str):
 def delivery_replay_create(request: HttpRequest, delivery_id: str):
     """Send a dead or succeeded delivery again, with a fresh attempt budget."""
     delivery = _visible_delivery(request, delivery_id)
+    merchant_acted_for(request, delivery.endpoint.merchant)
     try:
         delivery = delivery_replay(delivery_id=delivery.pk, now=utcnow())
     except ReplayRefused as exc:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Collection, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 
 from deliveries.models import Delivery, Event
@@ -20,6 +20,7 @@ from deliveries.publish.outbox import (
 from endpoints import quotas
 from endpoints.audiences import Audience, AudienceChanged, audiences
 from endpoints.models import Endpoint, Merchant
+from endpoints.switched_off import merchant_check_on
 from relayproject.lib import rowsql
 from relayproject.lib.clock import utcnow
 from relayproject.lib.ids import new_ids
@@ -69,7 +70,9 @@ def event_publish(
     event_types (a portal test event goes to one endpoint). One statement
     writes everything; before it, the merchant's endpoints are read unless
     this process has them cached (endpoints.audiences; the write checks them).
-    Not rate limited unless rate_limited (a person's request, as the portal's).
+    Raises MerchantSwitchedOff (endpoints.switched_off) if staff switched the
+    merchant off, whatever the state of the instance given. Not rate limited
+    unless rate_limited (a person's request, as the portal's).
     ordering_key: ordered endpoints get the events sharing it one at a time,
     in publish order (deliveries/lanes.py).
     """
@@ -102,16 +105,21 @@ def events_publish(
         found = audiences(merchant_ids=[merchant.pk], cached=cached)
         if not found:
             raise Merchant.DoesNotExist(f"No merchant with id {merchant.pk}.")
-        # The caller's instance, so the events carry exactly the object they gave.
-        audience = replace(next(iter(found.values())), merchant=merchant)
+        # The merchant as read, not the caller's instance: drafts_prepare
+        # checks that it is switched on.
+        audience = next(iter(found.values()))
         return [(audience, item) for item in events]
 
-    return drafts_publish(
+    created = drafts_publish(
         read=read,
         aimed_at=None if endpoint_ids is None else set(endpoint_ids),
         now=now or utcnow(),
         rate_limited=rate_limited,
     )
+    for event in created:
+        # The caller's instance, so the events carry exactly the object they gave.
+        event.merchant = merchant
+    return created
 
 
 Items = Sequence[tuple[Audience, EventInput]]
@@ -184,9 +192,15 @@ def drafts_prepare(
 ) -> list[Draft]:
     """Validate every event (one pass, all errors), then fan each one out.
 
-    Raises validation.EventsRefused naming each refused event by its index,
-    and LimitExceeded past MAX_DELIVERIES_PER_REQUEST, before any fan-out.
+    Raises MerchantSwitchedOff for the first event of a merchant staff
+    switched off, then validation.EventsRefused naming each refused event by
+    its index, and LimitExceeded past MAX_DELIVERIES_PER_REQUEST, before any
+    fan-out.
     """
+    for index, (audience, _) in enumerate(items):
+        # Read afresh, or cached and checked by the write (endpoints.audiences
+        # never serves a switched-off merchant from its cache).
+        merchant_check_on(audience.merchant, index=index)
     errors: list[tuple[int, list, str]] = []
     texts: list[str] = []
     for index, (audience, item) in enumerate(items):

@@ -24,7 +24,8 @@ SUPERSEDED = "superseded by a newer verification challenge"
 
 def verifications_due(*, now: datetime) -> list[tuple[str, int, str]]:
     """(endpoint, merchant, verification delivery or "") of active endpoints
-    awaiting verification whose challenge is yet to be made or is due a send."""
+    of switched-on merchants awaiting verification whose challenge is yet to
+    be made or is due a send."""
     due = Delivery.objects.filter(
         pk=OuterRef("verification_delivery_id"),
         merchant_id=OuterRef("merchant_id"),
@@ -32,7 +33,9 @@ def verifications_due(*, now: datetime) -> list[tuple[str, int, str]]:
         next_attempt_at__lte=now,
     )
     return list(
-        Endpoint.objects.filter(awaiting_verification=True, is_active=True)
+        Endpoint.objects.filter(
+            awaiting_verification=True, is_active=True, merchant__is_active=True
+        )
         .filter(Q(verification_delivery_id="") | Exists(due))
         .order_by("verification_requested_at")
         .values_list("pk", "merchant_id", "verification_delivery_id")

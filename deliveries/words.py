@@ -177,6 +177,11 @@ def retry_now_refusal(held) -> str:
     reason = str(held.reason)
     if reason == "in_flight":
         return "It is being sent now."
+    if reason == "merchant_disabled":
+        return (
+            "The merchant is switched off: nothing is sent for it until staff "
+            "switch it on again."
+        )
     if reason == "endpoint_disabled":
         return (
             "The endpoint is disabled: nothing is sent to it until it is enabled again."

@@ -12,6 +12,11 @@ must be treated as read-only.
 A scoped key must not learn that another merchant's objects exist, so every
 lookup goes through `visible_*`, which answers 404 for both "absent" and
 "someone else's".
+
+A merchant switched off by staff (endpoints/switched_off.py) acts through no
+key: every call of its own keys is a 403 (at once where `visible_*` reads the
+merchant, else within API_KEY_CACHE_SECONDS, as a revocation), and a platform
+key may read it but not write for it.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from django.http import Http404, HttpRequest
 from ninja.security import HttpBearer
 
 from endpoints.models import ApiKey, Endpoint, Merchant
+from endpoints.switched_off import MerchantSwitchedOff, merchant_check_on
 from relayproject.lib import dbfeatures, rowsql
 from relayproject.lib.clock import utcnow
 from relayproject.lib.ttlcache import TtlCache
@@ -38,6 +44,9 @@ MAX_CACHED_KEYS = 10_000  # far more keys than one deployment uses; bounds memor
 live_keys: TtlCache[str, ApiKey] = TtlCache(
     ttl=lambda: settings.API_KEY_CACHE_SECONDS, max_entries=MAX_CACHED_KEYS
 )
+
+# Methods that change nothing: a platform key may use them on a switched-off merchant.
+READS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 API_KEY_PREFIX = "rk_"
 API_KEY_TOUCH_SECONDS = 60  # last_used_at is a hint, not an audit log
@@ -138,7 +147,11 @@ def apikey_revoke(*, key: ApiKey, now: datetime | None = None) -> None:
 
 class ApiKeyAuth(HttpBearer):
     def authenticate(self, request: HttpRequest, token: str) -> ApiKey | None:
-        return apikey_authenticate(token)
+        key = apikey_authenticate(token)
+        if key is not None and key.merchant_id is not None:
+            # Raised here, every operation answers it (relayproject/api.py: 403).
+            merchant_check_on(key.merchant)
+        return key
 
 
 def api_key(request: HttpRequest) -> ApiKey:
@@ -168,7 +181,19 @@ def visible_merchant(request: HttpRequest, slug: str) -> Merchant:
     merchant = scoped(request, Merchant.objects.filter(slug=slug), "pk").first()
     if merchant is None:
         raise Http404(f"No merchant {slug!r}.")
+    merchant_acted_for(request, merchant)
     return merchant
+
+
+def merchant_acted_for(request: HttpRequest, merchant: Merchant) -> None:
+    """Raise MerchantSwitchedOff if the merchant (as just read from the
+    database, not the key's cached one) is switched off, unless a platform
+    key only reads."""
+    if merchant.is_active:
+        return
+    if api_key(request).is_platform and request.method in READS:
+        return
+    raise MerchantSwitchedOff(merchant.slug)
 
 
 def visible_endpoint(request: HttpRequest, slug: str, endpoint_id: str) -> Endpoint:

@@ -150,7 +150,10 @@ def _from_cache(
         left = []
         for name in names:
             hit = cache.get(**{kind: name})
-            if hit is None:
+            # A switched-off merchant is refused as read, so always read: the
+            # guard checks a cached audience only once a write is tried, and
+            # a refusal tries none (endpoints/switched_off.py).
+            if hit is None or not hit.merchant.is_active:
                 left.append(name)
             else:
                 found[hit.merchant.slug] = hit

@@ -308,6 +308,7 @@ def probes_due(*, now: datetime) -> list[tuple[str, int, int | None]]:
             breaker_state__in=[State.OPEN, State.HALF_OPEN],
             next_probe_at__lte=now,
             endpoint__is_active=True,
+            endpoint__merchant__is_active=True,  # held while switched off
             # A probe would send an ordinary delivery; its challenge goes first.
             endpoint__awaiting_verification=False,
         ).values_list(

@@ -19,7 +19,14 @@ from relayproject.lib.ids import new_endpoint_id
 class Merchant(models.Model):
     slug = models.SlugField(max_length=64, unique=True)
     name = models.CharField(max_length=200)
-    is_active = models.BooleanField(default=True)
+    # What switching off stops, and where: endpoints/switched_off.py.
+    is_active = models.BooleanField(
+        default=True,
+        help_text="Untick to switch this merchant off: its API keys are refused "
+        "(403), no key may publish or change anything for it, its portal is "
+        "closed, and its deliveries are held, spending no attempt, until it is "
+        "ticked again (sends already under way finish).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     users = models.ManyToManyField(
         settings.AUTH_USER_MODEL, through="Membership", related_name="merchants"

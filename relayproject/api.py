@@ -29,6 +29,7 @@ from deliveries.signing import format_timestamp
 from endpoints.api import router as endpoints_router
 from endpoints.api import sessions_and_types_router
 from endpoints.apikeys import ApiKeyAuth
+from endpoints.switched_off import MerchantSwitchedOff
 from relayproject.lib.jsonlimits import json_depth
 from relayproject.lib.limits import LimitExceeded
 from relayproject.lib.problems import (
@@ -250,6 +251,11 @@ def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
 @api.exception_handler(ApiProblem)
 def _problem(request: HttpRequest, exc: ApiProblem) -> HttpResponse:
     return problem_response(exc.status, exc.detail, exc.errors)
+
+
+@api.exception_handler(MerchantSwitchedOff)
+def _switched_off(request: HttpRequest, exc: MerchantSwitchedOff) -> HttpResponse:
+    return problem_response(403, str(exc))
 
 
 @api.exception_handler(LimitExceeded)

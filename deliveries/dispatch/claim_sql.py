@@ -70,6 +70,9 @@ WITH live AS MATERIALIZED (
         LIMIT 1
     ) AS due
     WHERE e.is_active
+    -- merchant switched off by staff: held, no attempt spent, sent once it is
+    -- switched on (endpoints/switched_off.py); m is joined for its cap anyway
+    AND m.is_active
     -- awaiting verification: held, no attempt spent (single_claims.claim_verifications
     -- takes the one delivery that carries its challenge)
     AND NOT e.awaiting_verification
@@ -127,6 +130,7 @@ SELECT id, merchant_id, cap, max_attempts, merchant_cap FROM (
         AND y.status = 'delivering' AND y.claimed_until > %(now)s
     ) AS live
     WHERE e.is_active
+    AND m.is_active  -- as in DUE
     AND NOT e.awaiting_verification  -- as in DUE
     AND (h.breaker_state = %(closed)s OR h.endpoint_id IS NULL)
     AND live.n < COALESCE(e.max_in_flight, %(cap)s)

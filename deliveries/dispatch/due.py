@@ -101,9 +101,12 @@ def endpoints_with_due_work(*, now: datetime, limit: int) -> dict[str, Due]:
         .values("n")
     )
     rows = (
-        # Disabled endpoints, open breakers and endpoints awaiting
-        # verification hold their rows back without spending attempts.
-        Endpoint.objects.filter(is_active=True, awaiting_verification=False)
+        # Disabled endpoints, switched-off merchants, open breakers and
+        # endpoints awaiting verification hold their rows back without
+        # spending attempts.
+        Endpoint.objects.filter(
+            is_active=True, merchant__is_active=True, awaiting_verification=False
+        )
         .filter(
             Q(health__breaker_state=EndpointHealth.State.CLOSED)
             | Q(health__isnull=True)  # made outside the services

@@ -16,6 +16,7 @@ from deliveries.models import Event
 from deliveries.services import event_publish
 from deliveries.signing import format_timestamp
 from endpoints.models import Endpoint, EndpointHealth, Merchant
+from endpoints.switched_off import MerchantSwitchedOff
 
 # A dot is not allowed in a merchant slug the API or the admin accepts, so no
 # real merchant can ever take (or be mistaken for) this one.
@@ -60,9 +61,15 @@ def is_operational(merchant: Merchant) -> bool:
     return merchant.slug == OPERATIONAL_MERCHANT_SLUG
 
 
-def operational_publish(*, type: str, data: dict, now: datetime) -> Event:
-    """Publish in the caller's transaction, so it exists exactly when the change does."""
-    return event_publish(merchant=operational_merchant(), type=type, data=data, now=now)
+def operational_publish(*, type: str, data: dict, now: datetime) -> Event | None:
+    """Publish in the caller's transaction, so it exists exactly when the change
+    does; None when staff switched the operational merchant off (silenced:
+    the change it announces must not fail for that)."""
+    try:
+        merchant = operational_merchant()
+        return event_publish(merchant=merchant, type=type, data=data, now=now)
+    except MerchantSwitchedOff:  # raised before anything is written
+        return None
 
 
 def ts(value: datetime | None) -> str | None:

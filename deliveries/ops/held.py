@@ -5,8 +5,9 @@ thing, in the relay's vocabulary (deliveries/words.py): "Paused after 10
 failures, next try 14:07:00 UTC", "Held: the endpoint is disabled", "Held by
 the rate limit", "Retrying (3 of 10) at 14:02:10 UTC". The reasons
 (``HeldKind``) are the API's machine-stable values. Pure: it reads the
-delivery, its endpoint and the endpoint's health row (select_related
-``endpoint__health`` so a list costs no query per row) and a `now`.
+delivery, its endpoint, the endpoint's merchant and health row (select_related
+``endpoint__merchant`` and ``endpoint__health`` so a list costs no query per
+row) and a `now`.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ class HeldKind(StrEnum):
     """Machine-readable reasons (the API's ``held.reason``)."""
 
     IN_FLIGHT = "in_flight"  # delivering under a lease
+    MERCHANT_DISABLED = "merchant_disabled"  # switched off by staff
     ENDPOINT_DISABLED = "endpoint_disabled"
     AWAITING_VERIFICATION = "awaiting_verification"
     BREAKER_OPEN = "breaker_open"
@@ -42,6 +44,7 @@ class HeldKind(StrEnum):
 # than ordinary waiting; the admin highlights these.
 HOLDS = frozenset(
     {
+        HeldKind.MERCHANT_DISABLED,
         HeldKind.ENDPOINT_DISABLED,
         HeldKind.AWAITING_VERIFICATION,
         HeldKind.BREAKER_OPEN,
@@ -60,6 +63,13 @@ class Held:
     @property
     def is_hold(self) -> bool:
         return self.reason in HOLDS
+
+
+SWITCHED_OFF = Held(
+    HeldKind.MERCHANT_DISABLED,
+    "Held: the merchant is switched off; it is sent once staff switch it on again",
+    None,
+)
 
 
 def when(value: datetime, *, now: datetime) -> str:
@@ -111,10 +121,10 @@ def _rate_wait(endpoint: Endpoint, health: EndpointHealth, now: datetime) -> flo
 def delivery_held(*, delivery: Delivery, now: datetime) -> Held | None:
     """Why `delivery` is not moving, or None when it is finished.
 
-    The checks follow the claim's own order: a disabled endpoint and a
-    breaker that is not closed keep the row out of every claim whatever its
-    time; the rate limit holds it back after a claim; otherwise it waits for
-    its time (a retry's backoff) or is due now.
+    The checks follow the claim's own order: a switched-off merchant, a
+    disabled endpoint and a breaker that is not closed keep the row out of
+    every claim whatever its time; the rate limit holds it back after a
+    claim; otherwise it waits for its time (a retry's backoff) or is due now.
     """
     if delivery.status in Delivery.Status.FINISHED:
         return None
@@ -129,6 +139,8 @@ def delivery_held(*, delivery: Delivery, now: datetime) -> Held | None:
         until = delivery.claimed_until
         worker = delivery.claimed_by or "?"
         if until is not None and until <= now:
+            if not delivery.endpoint.merchant.is_active:
+                return SWITCHED_OFF  # no claim takes it over until then
             return Held(
                 HeldKind.DUE,
                 f"Its dispatcher ({worker}) stopped answering at "
@@ -140,6 +152,8 @@ def delivery_held(*, delivery: Delivery, now: datetime) -> Held | None:
             HeldKind.IN_FLIGHT, f"Being sent now (by {worker}, claimed{lease})", until
         )
     endpoint = delivery.endpoint
+    if not endpoint.merchant.is_active:
+        return SWITCHED_OFF
     if not endpoint.is_active:
         why = f" ({endpoint.disabled_reason})" if endpoint.disabled_reason else ""
         return Held(

@@ -57,7 +57,7 @@ class SlowEndpoint:
 class PipelineSummary:
     now: datetime
     pending: int  # due now, and a dispatcher may claim it
-    held: int  # due, but its endpoint is disabled or its breaker not closed
+    held: int  # due, but its merchant or endpoint is off or its breaker not closed
     awaiting_retry: int  # pending, due later (backoff)
     in_flight: int  # delivering, under a lease
     dead: int
@@ -89,16 +89,17 @@ class DeadLetterGroup:
     avg_attempts: float
 
 
-_CLAIMABLE = Q(endpoint__is_active=True) & (
+_CLAIMABLE = Q(endpoint__is_active=True, merchant__is_active=True) & (
     Q(endpoint__health__breaker_state=EndpointHealth.State.CLOSED)
     | Q(endpoint__health__isnull=True)
 )
 
 
 def queue_depth(*, now: datetime) -> dict[str, int]:
-    """pending (due now and claimable), held (due, but behind a disabled
-    endpoint or a breaker that is not closed), awaiting_retry, delivering,
-    dead and waiting (behind the head of an ordered lane) row counts."""
+    """pending (due now and claimable), held (due, but behind a switched-off
+    merchant, a disabled endpoint or a breaker that is not closed),
+    awaiting_retry, delivering, dead and waiting (behind the head of an
+    ordered lane) row counts."""
     # Totals per status come from (status, id) and the partial dead_at index
     # without reading a row; only "due now" reads rows, from the due index,
     # and due rows are few while dispatchers keep up (a backlog is the alert).
@@ -112,9 +113,9 @@ def queue_depth(*, now: datetime) -> dict[str, int]:
         status=Delivery.Status.PENDING, next_attempt_at__lte=now
     ).aggregate(
         all=Count("pk"),
-        # What a dispatcher may claim now: the claim skips disabled endpoints
-        # and breakers that are not closed (dispatch/claim_sql.py), so rows
-        # behind them are held, not due.
+        # What a dispatcher may claim now: the claim skips switched-off
+        # merchants, disabled endpoints and breakers that are not closed
+        # (dispatch/claim_sql.py), so rows behind them are held, not due.
         claimable=Count("pk", filter=_CLAIMABLE),
     )
     pending = by_status.get(Delivery.Status.PENDING, 0)

@@ -165,5 +165,6 @@ class ApiProblem(Exception):
         self.errors = list(errors)
 
 
-# The error answers every operation documents, beside its own.
-COMMON_ERRORS = {401: Problem, 404: Problem, 422: Problem}
+# The error answers every operation documents, beside its own. 403: among
+# others, any call for a merchant staff switched off (endpoints/switched_off.py).
+COMMON_ERRORS = {401: Problem, 403: Problem, 404: Problem, 422: Problem}

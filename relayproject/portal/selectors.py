@@ -23,7 +23,9 @@ EVENT_TYPES_SHOWN = 200
 
 def delivery_of_merchant(*, merchant_id: int, delivery_id: str) -> Delivery | None:
     return (
-        Delivery.objects.select_related("event", "endpoint", "endpoint__health")
+        Delivery.objects.select_related(
+            "event", "endpoint__merchant", "endpoint__health"
+        )
         .prefetch_related(
             Prefetch("attempts", queryset=Attempt.objects.order_by("number"))
         )
@@ -94,7 +96,7 @@ def deliveries_filtered(
     # Events come in one query for the page: joined, the day-partitioned
     # events made planning cost more than running (see deliveries.admin.model_admins).
     rows: QuerySet[Delivery] = (
-        Delivery.objects.select_related("endpoint", "endpoint__health")
+        Delivery.objects.select_related("endpoint__merchant", "endpoint__health")
         .prefetch_related("event")
         .filter(endpoint__merchant_id=merchant_id)
     )
