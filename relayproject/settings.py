@@ -382,6 +382,9 @@ AUTO_DISABLE_MIN_FAILURES = env.int("AUTO_DISABLE_MIN_FAILURES", default=20)
 NOTIFY_EMAIL_MIN_INTERVAL_HOURS = env.float(
     "NOTIFY_EMAIL_MIN_INTERVAL_HOURS", default=24
 )
+# Emails (notifications and address confirmations) sent for one merchant per
+# UTC day; past it they are not sent, and that is recorded. 0 sends none.
+RELAY_NOTIFICATION_MAIL_PER_DAY = env.int("RELAY_NOTIFICATION_MAIL_PER_DAY", default=50)
 # Emails link to the portal: the address people reach it at.
 # The origin of every link the relay sends (emails): one setting. `make run`
 # sets it from its HOST and PORT; PORTAL_BASE_URL, its former name, is still read.

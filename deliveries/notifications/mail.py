@@ -3,7 +3,13 @@ a dispatcher's send loop (a maintenance thread drains it, see step.py).
 
 A row is claimed in a short transaction (its send_after moves a lease ahead,
 so a process that dies mid-send leaves it for another), sent with Django's
-email framework, then marked sent; a failure is retried with backoff.
+email framework, then marked sent; a failure is retried with backoff. Each
+email counts against its merchant's daily allowance (quota.py); past it the
+row is given up with the reason.
+
+Recipients are the merchant's owners and the extra addresses whose owners
+confirmed them (addresses.py). What an API key or a person named itself
+(the `actor` of a disable) stays out of the email: the event carries it.
 """
 
 from __future__ import annotations
@@ -18,8 +24,9 @@ from django.db import transaction
 from django.template.loader import render_to_string
 from django.urls import reverse
 
-from deliveries.notifications.announce import notification_settings
+from deliveries.notifications.addresses import confirmed_addresses
 from deliveries.notifications.models import Kind, OutgoingEmail
+from deliveries.notifications.quota import mail_quota_give_back, mail_quota_take
 from endpoints.models import Membership
 from relayproject.lib import citus
 
@@ -34,6 +41,14 @@ SUBJECTS = {
     Kind.DISABLED: "Endpoint disabled: {url}",
     Kind.ENABLED: "Endpoint enabled again: {url}",
 }
+# Who disabled an endpoint, in words; never the actor's own name.
+BY_WORDS = {
+    "receiver": "by the receiver",
+    "auto-disable": "by auto-disable",
+    "staff": "by the relay's staff",
+    "merchant": "in the portal",
+    "api": "through the API",
+}
 
 
 def owner_addresses(*, merchant_id: int) -> list[str]:
@@ -47,9 +62,9 @@ def owner_addresses(*, merchant_id: int) -> list[str]:
 
 
 def recipients_of(*, merchant_id: int) -> list[str]:
-    """The merchant's owners with an address, then its extra addresses."""
+    """The merchant's owners with an address, then its confirmed extra ones."""
     addresses = owner_addresses(merchant_id=merchant_id)
-    addresses += notification_settings(merchant_id=merchant_id).extra_emails
+    addresses += confirmed_addresses(merchant_id=merchant_id)
     return list(dict.fromkeys(a.strip() for a in addresses if a.strip()))
 
 
@@ -66,6 +81,7 @@ def email_render(row: OutgoingEmail, *, to: list[str]) -> EmailMultiAlternatives
         "endpoint_url": portal_url("portal:endpoint_detail", slug, endpoint["id"]),
         "settings_url": portal_url("portal:notifications", slug),
         "held": row.context.get("held_deliveries"),
+        "by_words": BY_WORDS.get(row.context.get("by", ""), ""),
     }
     message = EmailMultiAlternatives(
         subject="[webhook-relay] "
@@ -116,10 +132,14 @@ def outbox_drain(
         if row is None:
             break
         to = recipients_of(merchant_id=row.merchant_id)
+        if to and not mail_quota_take(merchant_id=row.merchant_id, now=now()):
+            _skip(row)
+            continue
         try:
             if to:
                 send(email_render(row, to=to))
         except Exception as exc:  # SMTP and friends: any failure is retried
+            mail_quota_give_back(merchant_id=row.merchant_id, now=now())
             gave_up = row.tries >= MAX_TRIES
             delay = RETRY_AFTER[min(row.tries - 1, len(RETRY_AFTER) - 1)]
             OutgoingEmail.objects.filter(pk=row.pk).update(
@@ -145,3 +165,22 @@ def outbox_drain(
         )
         sent += 1
     return sent
+
+
+def _skip(row: OutgoingEmail) -> None:
+    """Not sent: the merchant's emails for today are spent. Not retried."""
+    cap = settings.RELAY_NOTIFICATION_MAIL_PER_DAY
+    reason = (
+        f"not sent: the merchant's {cap} emails for the day "
+        "(RELAY_NOTIFICATION_MAIL_PER_DAY) were already sent"
+        if cap > 0
+        else "not sent: RELAY_NOTIFICATION_MAIL_PER_DAY is 0"
+    )
+    OutgoingEmail.objects.filter(pk=row.pk).update(gave_up=True, last_error=reason)
+    logger.warning(
+        "email %s for endpoint %s of merchant %s %s",
+        row.kind,
+        row.endpoint_id,
+        row.merchant_id,
+        reason,
+    )

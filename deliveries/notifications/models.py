@@ -1,5 +1,6 @@
 """What the relay remembers about telling people: per-endpoint watch state,
-merchants' email choices, the email outbox and the maintenance slots."""
+merchants' email choices and extra addresses, the email outbox, each
+merchant's email count for the day and the maintenance slots."""
 
 from __future__ import annotations
 
@@ -64,7 +65,8 @@ class EndpointWatch(MerchantKeyed):
 
 
 class NotificationSettings(models.Model):
-    """A merchant's email choices: each kind on by default, plus extra addresses."""
+    """A merchant's email choices: each kind on by default (extra addresses are
+    NotificationAddress rows)."""
 
     merchant = models.OneToOneField(
         "endpoints.Merchant",
@@ -75,7 +77,6 @@ class NotificationSettings(models.Model):
     email_failing = models.BooleanField(default=True)
     email_disabled = models.BooleanField(default=True)
     email_enabled = models.BooleanField(default=True)
-    extra_emails = models.JSONField(default=list, blank=True)
 
     class Meta:
         verbose_name_plural = "notification settings"
@@ -85,6 +86,61 @@ class NotificationSettings(models.Model):
 
     def wants(self, kind: str) -> bool:
         return bool(getattr(self, f"email_{kind}"))
+
+
+class NotificationAddress(models.Model):
+    """An address an owner listed besides the owners': mailed nothing but one
+    confirmation until its owner confirms (deliveries/notifications/addresses.py).
+
+    A removed address keeps its row (listed false) while its last confirmation
+    is under a day old, so removing and adding it again sends no second one.
+    """
+
+    pk = models.CompositePrimaryKey("merchant", "email")
+    merchant = models.ForeignKey(
+        "endpoints.Merchant", on_delete=models.CASCADE, related_name="+"
+    )
+    email = models.EmailField()  # lower case (addresses.normalised)
+    listed = models.BooleanField(default=True)
+    added_at = models.DateTimeField()
+    confirmed_at = models.DateTimeField(null=True, blank=True)
+    # The last confirmation: when it was sent, and its link's token, hashed.
+    asked_at = models.DateTimeField(null=True, blank=True)
+    token_hash = models.CharField(max_length=64, blank=True, default="")
+    token_expires_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(
+                fields=["token_hash"],
+                condition=~Q(token_hash=""),
+                name="notification_address_token_idx",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.email
+
+    @property
+    def confirmed(self) -> bool:
+        return self.confirmed_at is not None
+
+
+class MailQuota(models.Model):
+    """How many emails the relay has sent for one merchant on `day` (UTC),
+    against RELAY_NOTIFICATION_MAIL_PER_DAY (deliveries/notifications/quota.py)."""
+
+    merchant = models.OneToOneField(
+        "endpoints.Merchant",
+        on_delete=models.CASCADE,
+        primary_key=True,
+        related_name="+",
+    )
+    day = models.DateField(null=True, blank=True)
+    sent = models.PositiveIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"{self.sent} emails of {self.merchant_id} on {self.day}"
 
 
 class OutgoingEmail(MerchantKeyed):

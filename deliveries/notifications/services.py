@@ -1,9 +1,10 @@
 """Writes for notifications: re-enable with held deliveries, merchants' email
-choices, and the platform's operational endpoints."""
+choices and extra addresses, and the platform's operational endpoints."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.core.exceptions import ValidationError
@@ -11,6 +12,7 @@ from django.core.validators import validate_email
 from django.db import transaction
 
 from deliveries.models import Delivery
+from deliveries.notifications import addresses as extra
 from deliveries.notifications.models import EndpointWatch, NotificationSettings
 from deliveries.notifications.operational import (
     OPERATIONAL_TYPES,
@@ -21,6 +23,7 @@ from endpoints import services as endpoint_services
 from endpoints import verification
 from endpoints.matching import subscribes_to
 from endpoints.models import Endpoint, Merchant
+from relayproject.lib.clock import utcnow
 
 MAX_EXTRA_EMAILS = 10
 
@@ -46,36 +49,63 @@ def endpoint_reenable(*, endpoint: Endpoint, retry_held: bool, now: datetime) ->
     return count
 
 
+@dataclass
+class SettingsSaved:
+    settings: NotificationSettings
+    asked: list[extra.Ask] = field(default_factory=list)  # newly listed addresses
+
+
 def notification_settings_update(
     *,
     merchant: Merchant,
     email_failing: bool,
     email_disabled: bool,
     email_enabled: bool,
-    extra_emails: Sequence[str],
-) -> NotificationSettings:
-    """Validate every address before writing anything."""
-    addresses = list(dict.fromkeys(a.strip() for a in extra_emails if a.strip()))
-    errors = []
-    if len(addresses) > MAX_EXTRA_EMAILS:
-        errors.append(f"At most {MAX_EXTRA_EMAILS} addresses.")
-    for address in addresses:
-        try:
-            validate_email(address)
-        except ValidationError:
-            errors.append(f"Not an email address: {address!r}.")
-    if errors:
-        raise ValidationError({"extra_emails": errors})
-    found, _ = NotificationSettings.objects.update_or_create(
-        merchant=merchant,
-        defaults={
-            "email_failing": email_failing,
-            "email_disabled": email_disabled,
-            "email_enabled": email_enabled,
-            "extra_emails": addresses,
-        },
-    )
-    return found
+    extra_emails: Sequence[str] | None = None,
+    now: datetime | None = None,
+) -> SettingsSaved:
+    """Validate every address before writing anything; None keeps the list.
+
+    Each newly listed address is sent its confirmation after commit (call
+    this outside a transaction): until it is confirmed it gets no other email.
+    Who may change the list is the caller's check (owners only).
+    """
+    now = now or utcnow()
+    addresses = None
+    if extra_emails is not None:
+        addresses = list(
+            dict.fromkeys(filter(None, map(extra.normalised, extra_emails)))
+        )
+        errors = []
+        if len(addresses) > MAX_EXTRA_EMAILS:
+            errors.append(f"At most {MAX_EXTRA_EMAILS} addresses.")
+        for address in addresses:
+            try:
+                validate_email(address)
+            except ValidationError:
+                errors.append(f"Not an email address: {address!r}.")
+        if errors:
+            raise ValidationError({"extra_emails": errors})
+    new: list[str] = []
+    with transaction.atomic():
+        # update_or_create locks the settings row: two saves take turns.
+        found, _ = NotificationSettings.objects.update_or_create(
+            merchant=merchant,
+            defaults={
+                "email_failing": email_failing,
+                "email_disabled": email_disabled,
+                "email_enabled": email_enabled,
+            },
+        )
+        if addresses is not None:
+            new = extra.addresses_set(
+                merchant_id=merchant.pk, addresses=addresses, now=now
+            )
+    asked = [
+        extra.confirmation_ask(merchant_id=merchant.pk, email=address, now=now)
+        for address in new
+    ]
+    return SettingsSaved(settings=found, asked=asked)
 
 
 def operational_types_check(event_types: Sequence[str]) -> None:

@@ -35,6 +35,8 @@ DISTRIBUTED = (
     "endpoints_endpointsecret",
     "endpoints_endpointhealth",
     "notifications_notificationsettings",
+    "notifications_notificationaddress",
+    "notifications_mailquota",
     "notifications_endpointwatch",
     "notifications_outgoingemail",
     "deliveries_publishbucket",

@@ -69,6 +69,10 @@ class Access:
     def can_edit(self) -> bool:
         return self.grant.role in EDITING_ROLES
 
+    @property
+    def is_owner(self) -> bool:
+        return self.grant.role == Membership.Role.OWNER
+
 
 def grant_get(request: HttpRequest, *, slug: str) -> Grant:
     """The visitor's grant on the merchant with this slug, or Http404."""

@@ -357,34 +357,6 @@ class ExampleForm(forms.Form):
             self.add_error("data", f"At {where}: {message}")
 
 
-class NotificationsForm(forms.Form):
-    email_failing = forms.BooleanField(
-        required=False,
-        label="Email when an endpoint starts failing",
-        help_text="The relay paused it after failures in a row, or it has not "
-        "succeeded for half, then 90%, of the time after which it is disabled.",
-    )
-    email_disabled = forms.BooleanField(
-        required=False, label="Email when an endpoint is disabled"
-    )
-    email_enabled = forms.BooleanField(
-        required=False, label="Email when an endpoint is enabled again"
-    )
-    extra_emails = forms.CharField(
-        required=False,
-        label="Also send to",
-        widget=forms.Textarea(attrs={"rows": 3, "placeholder": "ops@example.com"}),
-        help_text="One address per line, besides the merchant's owners (at most 10).",
-    )
-
-    def service_kwargs(self) -> dict:
-        data = dict(self.cleaned_data)
-        data["extra_emails"] = [
-            a for a in re.split(r"[\s,;]+", data["extra_emails"] or "") if a
-        ]
-        return data
-
-
 class VerifyForm(forms.Form):
     challenge = forms.CharField(
         label="Challenge from your receiver's log",

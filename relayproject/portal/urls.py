@@ -28,6 +28,11 @@ urlpatterns = [
     path("login/", auth.login, name="login"),
     path("logout/", auth.logout, name="logout"),
     path("link/<str:token>/", link.link_open, name="link_open"),
+    path(
+        "link/<str:token>/confirm-address/",
+        link.address_confirm,
+        name="address_confirm",
+    ),
     path("theme.css", link.theme_css, name="theme_css"),
     path(M, endpoints.endpoint_list, name="endpoint_list"),
     path(M + "endpoints/new/", endpoints.endpoint_create, name="endpoint_create"),

@@ -1,4 +1,5 @@
-"""Opening a one-time portal link, and the stylesheet that carries the accent colour."""
+"""Opening a one-time portal link, confirming an extra notification address
+from the link in its email, and the stylesheet that carries the accent colour."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from django.utils.cache import add_never_cache_headers
 from django.views.decorators.cache import cache_control
 from django.views.decorators.http import require_GET, require_http_methods
 
+from deliveries.notifications import addresses
 from endpoints import portal_links
 from relayproject.lib.clock import utcnow
 
@@ -74,6 +76,49 @@ def link_open(request: HttpRequest, token: str) -> HttpResponse:
     request.user = AnonymousUser()
     portal_links.session_start(request.session, link=link, now=utcnow())
     return redirect("portal:endpoint_list", link.merchant.slug)
+
+
+ADDRESS_REFUSALS = {
+    addresses.EXPIRED: (
+        410,
+        "This link has expired",
+        f"Confirmation links work for {addresses.CONFIRM_TTL.days} days. Ask "
+        "whoever added your address for a new one; nothing is sent to it meanwhile.",
+    ),
+    addresses.UNKNOWN: (
+        404,
+        "This link is not valid",
+        "It was used already, the address was removed, or the link was not "
+        "copied whole. Nothing is sent to an address that is not confirmed.",
+    ),
+}
+
+
+@require_http_methods(["GET", "HEAD", "POST"])
+def address_confirm(request: HttpRequest, token: str) -> HttpResponse:
+    """GET shows the address and a button; only its POST confirms it.
+
+    No sign-in: the token, sent to that address only, is the proof. Under
+    /portal/link/, so the log filter that keeps portal link tokens out of
+    every log line keeps these out too (relayproject/lib/logs.py). The page
+    shows the relay's words only, nothing a merchant chose.
+    """
+    now = utcnow()
+    if request.method == "POST":
+        outcome = addresses.address_confirm(token=token, now=now)
+        context = {"state": outcome}
+    else:
+        row = addresses.address_by_token(token)
+        outcome = addresses.UNKNOWN if row is None else addresses.EXPIRED
+        if row is not None and row.token_expires_at > now:
+            outcome = "open"
+        context = {"state": outcome, "email": row.email if row else ""}
+    status = 200
+    if outcome in ADDRESS_REFUSALS:
+        status, context["title"], context["why"] = ADDRESS_REFUSALS[outcome]
+    return _private(
+        render(request, "portal/address_confirm.html", context, status=status)
+    )
 
 
 def _current_session(request: HttpRequest) -> str:

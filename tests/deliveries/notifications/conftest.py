@@ -3,6 +3,7 @@ endpoint to hear what the relay says."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -68,6 +69,11 @@ def failures(endpoint: Endpoint, *, start: datetime, end: datetime, count: int) 
     step = (end - start) / max(count - 1, 1)
     for n in range(count):
         attempt(endpoint, start + step * n)
+
+
+def token_in(message) -> str:
+    """The token of the confirmation link in an address confirmation email."""
+    return re.search(r"/portal/link/([^/\s]+)/confirm-address/", message.body)[1]
 
 
 def said(event_type: str | None = None) -> list[Event]:

@@ -8,6 +8,7 @@ from django.contrib.auth.models import User
 from django.core import mail
 from django.db import connection, transaction
 
+from deliveries.notifications.addresses import address_confirm
 from deliveries.notifications.mail import outbox_drain
 from deliveries.notifications.models import OutgoingEmail
 from deliveries.notifications.services import notification_settings_update
@@ -15,7 +16,13 @@ from deliveries.notifications.watch import watch_run
 from endpoints.health import endpoint_breaker_open
 from endpoints.models import Membership
 from endpoints.services import endpoint_disable
-from tests.deliveries.notifications.conftest import T0, attempt, failures, hours
+from tests.deliveries.notifications.conftest import (
+    T0,
+    attempt,
+    failures,
+    hours,
+    token_in,
+)
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.both_backends]
 
@@ -87,7 +94,11 @@ def test_merchant_opt_out_per_kind_and_extra_addresses(endpoint, owner, merchant
         email_disabled=False,
         email_enabled=True,
         extra_emails=["oncall@acme.test", "olivia@acme.test"],
+        now=T0,
     )
+    for confirmation in mail.outbox:  # tests/deliveries/notifications/test_addresses.py
+        assert address_confirm(token=token_in(confirmation), now=T0) == "confirmed"
+    mail.outbox.clear()
     endpoint_disable(endpoint=endpoint, reason="by hand", by="merchant:olivia", now=T0)
     watch_run(now=T0 + hours(1))
     endpoint.refresh_from_db()

@@ -10,13 +10,14 @@ from django.test import Client
 from django.urls import resolve, reverse
 
 from deliveries.models import Delivery, Event
-from deliveries.notifications.models import NotificationSettings
+from deliveries.notifications.models import NotificationAddress, NotificationSettings
 from endpoints.models import Endpoint, EndpointSecret
 from relayproject.portal import urls as portal_urls
 
 ROUTES = [p for p in portal_urls.urlpatterns]
-# Open to anyone: signing in, opening a portal link, the theme stylesheet.
-PUBLIC = {"login", "link_open", "theme_css"}
+# Open to anyone: signing in, opening a portal link, the theme stylesheet,
+# confirming a notification address (test_notification_addresses.py).
+PUBLIC = {"login", "link_open", "theme_css", "address_confirm"}
 SIGNED_IN = [p for p in ROUTES if p.name not in PUBLIC]
 MERCHANT_ROUTES = [p for p in ROUTES if "slug" in p.pattern.converters]
 OBJECT_ROUTES = [p for p in MERCHANT_ROUTES if len(p.pattern.converters) > 1]
@@ -28,6 +29,8 @@ WRITE_ROUTES = [
 READ_ROUTES = [p for p in MERCHANT_ROUTES if p not in WRITE_ROUTES]
 # Routes that change the session, not the merchant's data.
 SESSION_ROUTES = {"login", "logout", "link_open"}
+# Routes whose token comes from an email, not from a merchant's page.
+TOKEN_ROUTES = {"address_confirm"}
 
 
 def ids(route) -> str:
@@ -55,6 +58,7 @@ def snapshot() -> tuple:
         ),
         list(EndpointSecret.objects.order_by("pk").values_list("pk", "expires_at")),
         list(NotificationSettings.objects.values_list()),
+        list(NotificationAddress.objects.order_by("email").values_list()),
         Event.objects.count(),
         list(
             Delivery.objects.order_by("pk").values_list(
@@ -102,7 +106,9 @@ def test_another_merchants_objects_under_my_merchant_are_404(
 
 
 @pytest.mark.parametrize(
-    "route", [r for r in ROUTES if r.name not in SESSION_ROUTES], ids=ids
+    "route",
+    [r for r in ROUTES if r.name not in SESSION_ROUTES | TOKEN_ROUTES],
+    ids=ids,
 )
 def test_a_viewer_cannot_change_anything(client, world, route):
     client.force_login(world.viewer)

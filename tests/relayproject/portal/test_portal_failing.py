@@ -9,7 +9,7 @@ import pytest
 from django.urls import reverse
 
 from deliveries.models import Delivery
-from deliveries.notifications.models import NotificationSettings
+from deliveries.notifications.models import NotificationAddress, NotificationSettings
 from endpoints.health import endpoint_breaker_open
 from endpoints.models import EndpointHealth
 from endpoints.services import endpoint_disable
@@ -87,4 +87,5 @@ def test_email_choices_saved_and_bad_addresses_shown_beside_the_field(signed_in,
         False,
         False,
     )
-    assert saved.extra_emails == ["ops@acme.test"]
+    (listed,) = NotificationAddress.objects.filter(merchant=world.mine.merchant)
+    assert (listed.email, listed.confirmed_at) == ("ops@acme.test", None)
