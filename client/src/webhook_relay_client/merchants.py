@@ -1,0 +1,209 @@
+"""Calls for merchants, their endpoints, portal links and the event catalogue."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from webhook_relay_client.base import UNSET, BaseClient, fields, given, segment
+from webhook_relay_client.models import (
+    Endpoint,
+    EndpointCreated,
+    EventType,
+    Merchant,
+    PortalSession,
+    RecoverResult,
+    SecretRotated,
+)
+from webhook_relay_client.pagination import Paginator
+
+
+def _endpoint_at(merchant: str, endpoint_id: str) -> str:
+    return f"/merchants/{segment(merchant)}/endpoints/{segment(endpoint_id)}"
+
+
+class MerchantCalls(BaseClient):
+    def create_merchant(self, *, slug: str, name: str) -> Merchant:
+        """A new merchant (platform keys only)."""
+        data, answer = self._call(
+            "POST", "/merchants", body={"slug": slug, "name": name}
+        )
+        return self._build(Merchant, data, answer)
+
+    def get_merchant(self, merchant: str) -> Merchant:
+        return self._get(f"/merchants/{segment(merchant)}", Merchant)
+
+    def create_endpoint(
+        self,
+        merchant: str,
+        *,
+        url: str,
+        description: str | None = None,
+        event_types: list[str] | None = None,
+        max_attempts: int | None = None,
+        rate_limit_per_second: float | None = None,
+        filter: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+        max_in_flight: int | None = None,
+        permanent_statuses: list[int] | None = None,
+        ordered: bool | None = None,
+    ) -> EndpointCreated:
+        """A new endpoint; the answer's `secret` (whsec_...) is shown only here."""
+        body = given(
+            url=url,
+            description=description,
+            event_types=event_types,
+            max_attempts=max_attempts,
+            rate_limit_per_second=rate_limit_per_second,
+            filter=filter,
+            headers=headers,
+            max_in_flight=max_in_flight,
+            permanent_statuses=permanent_statuses,
+            ordered=ordered,
+        )
+        path = f"/merchants/{segment(merchant)}/endpoints"
+        data, answer = self._call("POST", path, body=body)
+        return self._build(EndpointCreated, data, answer)
+
+    def list_endpoints(
+        self, merchant: str, *, cursor: str | None = None, limit: int | None = None
+    ) -> Paginator[Endpoint]:
+        """Every endpoint of the merchant, a page (`limit`, up to 200) at a time."""
+        path = f"/merchants/{segment(merchant)}/endpoints"
+        return self._list(path, Endpoint, cursor=cursor, limit=limit)
+
+    def get_endpoint(self, merchant: str, endpoint_id: str) -> Endpoint:
+        return self._get(_endpoint_at(merchant, endpoint_id), Endpoint)
+
+    def update_endpoint(
+        self,
+        merchant: str,
+        endpoint_id: str,
+        *,
+        url: str = UNSET,
+        description: str = UNSET,
+        event_types: list[str] = UNSET,
+        max_attempts: int | None = UNSET,
+        rate_limit_per_second: float | None = UNSET,
+        filter: dict[str, Any] | None = UNSET,
+        headers: dict[str, str] | None = UNSET,
+        max_in_flight: int | None = UNSET,
+        permanent_statuses: list[int] = UNSET,
+        ordered: bool = UNSET,
+        is_active: bool = UNSET,
+    ) -> Endpoint:
+        """Change only the fields given; None clears max_attempts,
+        rate_limit_per_second, max_in_flight (back to the relay's default),
+        filter and headers."""
+        body = fields(
+            url=url,
+            description=description,
+            event_types=event_types,
+            max_attempts=max_attempts,
+            rate_limit_per_second=rate_limit_per_second,
+            filter=filter,
+            headers=headers,
+            max_in_flight=max_in_flight,
+            permanent_statuses=permanent_statuses,
+            ordered=ordered,
+            is_active=is_active,
+        )
+        path = _endpoint_at(merchant, endpoint_id)
+        data, answer = self._call("PATCH", path, body=body)
+        return self._build(Endpoint, data, answer)
+
+    def delete_endpoint(self, merchant: str, endpoint_id: str) -> None:
+        self._call("DELETE", _endpoint_at(merchant, endpoint_id))
+
+    def rotate_secret(self, merchant: str, endpoint_id: str) -> SecretRotated:
+        """A new secret now; the previous one still signs until previous_expires_at."""
+        path = _endpoint_at(merchant, endpoint_id) + "/rotate-secret"
+        data, answer = self._call("POST", path)
+        return self._build(SecretRotated, data, answer)
+
+    def retry_verification(self, merchant: str, endpoint_id: str) -> Endpoint:
+        """Send a fresh challenge; 409 unless awaiting verification, 429 too soon."""
+        path = _endpoint_at(merchant, endpoint_id) + "/verification"
+        data, answer = self._call("POST", path)
+        return self._build(Endpoint, data, answer)
+
+    def verify_endpoint(
+        self, merchant: str, endpoint_id: str, *, challenge: str
+    ) -> Endpoint:
+        """Verify with the challenge the receiver was sent; 422 on a wrong one."""
+        path = _endpoint_at(merchant, endpoint_id) + "/verify"
+        data, answer = self._call("POST", path, body={"challenge": challenge})
+        return self._build(Endpoint, data, answer)
+
+    def recover_deliveries(
+        self,
+        merchant: str,
+        endpoint_id: str,
+        *,
+        since: str,
+        until: str | None = None,
+        dry_run: bool | None = None,
+    ) -> RecoverResult:
+        """Dead deliveries of the endpoint created in [since, until) back to
+        pending (ISO 8601 times); with dry_run only counted."""
+        path = _endpoint_at(merchant, endpoint_id) + "/recover"
+        body = given(since=since, until=until, dry_run=dry_run)
+        data, answer = self._call("POST", path, body=body)
+        return self._build(RecoverResult, data, answer)
+
+    def create_portal_session(
+        self, merchant: str, *, role: str | None = None
+    ) -> PortalSession:
+        """A single-use link into the merchant portal: "viewer" (the default),
+        "developer" or "owner"."""
+        path = f"/merchants/{segment(merchant)}/portal-sessions"
+        data, answer = self._call("POST", path, body=given(role=role))
+        return self._build(PortalSession, data, answer)
+
+    def list_event_types(self) -> Paginator[EventType]:
+        """The whole catalogue, by name."""
+        return self._list("/event-types", EventType)
+
+    def create_event_type(
+        self,
+        *,
+        name: str,
+        description: str | None = None,
+        schema: dict[str, Any] | None = None,
+        example: Any = None,
+        deprecated: bool | None = None,
+    ) -> EventType:
+        """Add a type (platform keys); with a JSON Schema, published data must match."""
+        body = given(
+            name=name,
+            description=description,
+            schema=schema,
+            example=example,
+            deprecated=deprecated,
+        )
+        data, answer = self._call("POST", "/event-types", body=body)
+        return self._build(EventType, data, answer)
+
+    def get_event_type(self, name: str) -> EventType:
+        return self._get(f"/event-types/{segment(name)}", EventType)
+
+    def update_event_type(
+        self,
+        name: str,
+        *,
+        description: str = UNSET,
+        schema: dict[str, Any] | None = UNSET,
+        example: Any = UNSET,
+        deprecated: bool = UNSET,
+    ) -> EventType:
+        """Change only the fields given; None clears the schema or the example."""
+        body = fields(
+            description=description,
+            schema=schema,
+            example=example,
+            deprecated=deprecated,
+        )
+        data, answer = self._call("PATCH", f"/event-types/{segment(name)}", body=body)
+        return self._build(EventType, data, answer)
+
+    def delete_event_type(self, name: str) -> None:
+        self._call("DELETE", f"/event-types/{segment(name)}")

@@ -1,0 +1,225 @@
+"""The API's answers as frozen dataclasses, one per schema of the OpenAPI
+document (field names as the API spells them; timestamps as the API writes
+them, ISO 8601 UTC strings). Secrets and single-use links are left out of
+repr(), so logging an answer does not log them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar, Generic, TypeVar
+
+A = TypeVar("A", bound="_Answer")
+T = TypeVar("T")
+
+
+class _Answer:
+    # Fields holding another answer (a tuple of them when in a list), and the
+    # fields the API may leave out (read as None).
+    nested: ClassVar[Mapping[str, Any]] = {}
+    may_be_absent: ClassVar[frozenset] = frozenset()
+
+    @classmethod
+    def from_json(cls: type[A], data: Any, **extra: Any) -> A:
+        """Build from the parsed JSON; ValueError when a field is missing."""
+        if not isinstance(data, Mapping):
+            raise ValueError(f"expected a JSON object for {cls.__name__}")
+        values = dict(extra)
+        for f in fields(cls):  # type: ignore[arg-type]
+            if f.name in values:
+                continue
+            if f.name in data:
+                raw = data[f.name]
+            elif f.name in cls.may_be_absent:
+                raw = None
+            else:
+                raise ValueError(f"the answer's {cls.__name__} lacks {f.name!r}")
+            values[f.name] = _convert(cls.nested.get(f.name), raw)
+        return cls(**values)
+
+
+def _convert(kind: Any, raw: Any) -> Any:
+    if kind is None or raw is None:
+        return raw
+    if isinstance(kind, tuple):  # (Answer,): a list of them
+        return tuple(kind[0].from_json(item) for item in raw)
+    return kind.from_json(raw)
+
+
+@dataclass(frozen=True)
+class Merchant(_Answer):
+    slug: str
+    name: str
+    is_active: bool
+    created_at: str
+
+
+@dataclass(frozen=True)
+class Verification(_Answer):
+    state: str
+    verified_at: str | None
+    verified_by: str
+    requested_at: str | None
+
+
+@dataclass(frozen=True)
+class Endpoint(_Answer):
+    nested: ClassVar[Mapping[str, Any]] = {"verification": Verification}
+
+    id: str
+    merchant: str
+    url: str
+    description: str
+    event_types: list[str]
+    is_active: bool
+    disabled_reason: str
+    max_attempts: int | None
+    rate_limit_per_second: float | None
+    filter: dict | None
+    headers: dict[str, str]
+    max_in_flight: int | None
+    permanent_statuses: list[int]
+    ordered: bool
+    breaker_state: str
+    verification: Verification
+    created_at: str
+    updated_at: str
+
+
+@dataclass(frozen=True)
+class EndpointCreated(Endpoint):
+    """An endpoint as created: with its signing secret, shown only this once."""
+
+    secret: str = field(repr=False)
+
+
+@dataclass(frozen=True)
+class SecretRotated(_Answer):
+    secret: str = field(repr=False)
+    previous_expires_at: str
+
+
+@dataclass(frozen=True)
+class RecoverResult(_Answer):
+    count: int
+
+
+@dataclass(frozen=True)
+class PortalSession(_Answer):
+    url: str = field(repr=False)  # a single-use link: as good as a password
+    expires_at: str
+
+
+@dataclass(frozen=True)
+class EventType(_Answer):
+    name: str
+    description: str
+    schema: dict | None
+    example: Any
+    deprecated: bool
+    created_at: str
+    updated_at: str
+
+
+@dataclass(frozen=True)
+class DeliveryRef(_Answer):
+    id: str
+    endpoint_id: str
+    status: str
+
+
+@dataclass(frozen=True)
+class Event(_Answer):
+    """A published event; `replayed` is True when the answer was the original
+    event for a repeated Idempotency-Key (Idempotent-Replayed: true)."""
+
+    nested: ClassVar[Mapping[str, Any]] = {"deliveries": (DeliveryRef,)}
+
+    id: str
+    type: str
+    merchant: str
+    created_at: str
+    deliveries: tuple[DeliveryRef, ...]
+    replayed: bool
+
+
+@dataclass(frozen=True)
+class EventDetail(_Answer):
+    nested: ClassVar[Mapping[str, Any]] = {"deliveries": (DeliveryRef,)}
+
+    id: str
+    type: str
+    merchant: str
+    created_at: str
+    deliveries: tuple[DeliveryRef, ...]
+    data: Any
+    ordering_key: str
+
+
+@dataclass(frozen=True)
+class Held(_Answer):
+    reason: str
+    text: str
+    until: str | None
+
+
+@dataclass(frozen=True)
+class Delivery(_Answer):
+    nested: ClassVar[Mapping[str, Any]] = {"held": Held}
+    may_be_absent: ClassVar[frozenset] = frozenset({"held"})
+
+    id: str
+    event_id: str
+    endpoint_id: str
+    merchant: str
+    status: str
+    attempt_count: int
+    next_attempt_at: str
+    last_attempt_at: str | None
+    last_status_code: int | None
+    last_error: str
+    last_response_ms: float | None
+    created_at: str
+    succeeded_at: str | None
+    dead_at: str | None
+    ordering_key: str
+    out_of_order: bool
+    held: Held | None
+
+
+@dataclass(frozen=True)
+class Attempt(_Answer):
+    number: int
+    started_at: str
+    outcome: str
+    status_code: int | None
+    response_ms: float | None
+    error_kind: str
+    error_message: str
+    response_excerpt: str
+    worker_id: str
+    request_url: str | None
+    request_headers: list[list[str]] | None
+    response_headers: list[list[str]] | None
+
+
+@dataclass(frozen=True)
+class DeliveryDetail(Delivery):
+    nested: ClassVar[Mapping[str, Any]] = {"held": Held, "attempts": (Attempt,)}
+
+    attempts: tuple[Attempt, ...]
+
+
+@dataclass(frozen=True)
+class Replayed(_Answer):
+    id: str
+    status: str
+
+
+@dataclass(frozen=True)
+class Page(Generic[T]):
+    """One page of a cursor list; pass next_cursor back for the next one."""
+
+    items: tuple[T, ...]
+    next_cursor: str | None
