@@ -44,8 +44,9 @@ class CheckedAddresses:
 
     Only verdicts that allow are kept, for DNS_TTL_SECONDS; a refusal
     (destinations.DestinationRefused) is raised, and judged afresh next time.
-    Sends that ask for the same name at once share one lookup: a merchant
-    whose DNS answers slowly holds one thread, not one per send. A lookup
+    Sends of one merchant that ask for the same name at once share one
+    lookup: a merchant whose DNS answers slowly holds one thread, not one per
+    send; another merchant's sends to that name look it up on their own. A lookup
     that has not answered within `lookup_timeout` is a DNS error of the name
     asked for; its thread is a daemon, so it never holds up a stopping process.
     """
@@ -64,13 +65,16 @@ class CheckedAddresses:
         self.lookup_timeout = lookup_timeout
         self.per_tenant = per_tenant
         self._allowed: dict[tuple[str, int], tuple[float, list[str]]] = {}
-        self._looking: dict[tuple[str, int], asyncio.Future] = {}
+        # Lookups in flight, by (host, port, tenant): sends of one merchant
+        # share one, never another merchant's, which may wait behind that
+        # merchant's stalled lookups for a slot.
+        self._looking: dict[tuple[str, int, Hashable], asyncio.Future] = {}
         self._lookups = lookups
         self._all: asyncio.Semaphore | None = None
         # tenant -> [its slots, the lookups holding or waiting for one]
         self._tenants: dict[Hashable, list] = {}
         self._starting: set[asyncio.Task] = set()  # the loop keeps weak references
-        self._stage: dict[tuple[str, int], str] = {}  # lookups not asked yet
+        self._stage: dict[tuple[str, int, Hashable], str] = {}  # not asked yet
 
     async def __call__(
         self, host: str, port: int, tenant: Hashable = None
@@ -79,10 +83,10 @@ class CheckedAddresses:
             return [host]  # judged by check_literal before the send began
         loop = asyncio.get_running_loop()
         now = loop.time()
-        key = (host, port)
-        kept = self._allowed.get(key)
+        kept = self._allowed.get((host, port))
         if kept is not None and kept[0] > now:
             return kept[1]
+        key = (host, port, tenant)
         lookup = self._looking.get(key)
         if lookup is None:
             lookup = loop.create_future()
@@ -98,7 +102,9 @@ class CheckedAddresses:
         except TimeoutError:
             raise self._unanswered(key) from None
 
-    def _unanswered(self, key: tuple[str, int]) -> destinations.DestinationRefused:
+    def _unanswered(
+        self, key: tuple[str, int, Hashable]
+    ) -> destinations.DestinationRefused:
         """The DNS error of a send whose lookup did not end in time, saying
         truly where it was: asked and silent, or still waiting for a slot."""
         stage = self._stage.get(key, _ASKED)
@@ -122,7 +128,7 @@ class CheckedAddresses:
             self._all = asyncio.Semaphore(self._lookups)
         held = self._tenants.setdefault(tenant, [asyncio.Semaphore(self.per_tenant), 0])
         held[1] += 1
-        key = (host, port)
+        key = (host, port, tenant)
         taken: list[asyncio.Semaphore] = []
         try:
             # Nobody waits longer than the deadline: a slot taken later would
@@ -178,13 +184,16 @@ class CheckedAddresses:
         if not held[1]:
             del self._tenants[tenant]
 
-    def _settle(self, key: tuple[str, int], asked: float, lookup: asyncio.Future):
+    def _settle(
+        self, key: tuple[str, int, Hashable], asked: float, lookup: asyncio.Future
+    ):
         del self._looking[key]
         if lookup.cancelled() or lookup.exception() is not None:
             return  # a refusal is judged afresh at the next send
         if len(self._allowed) >= DNS_CACHE_SIZE:
             self._allowed.clear()
-        self._allowed[key] = (asked + DNS_TTL_SECONDS, lookup.result())
+        # An answer is the name's, whoever asked: every merchant may use it.
+        self._allowed[key[:2]] = (asked + DNS_TTL_SECONDS, lookup.result())
 
     def close(self) -> None:
         """Nothing to wait for: a lookup still running ends with its thread."""

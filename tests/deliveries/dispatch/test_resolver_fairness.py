@@ -168,3 +168,22 @@ def test_a_hung_lookup_does_not_keep_the_process_alive():
         timeout=30,  # a thread the interpreter joins at exit would hang forever
     )
     assert (done.returncode, done.stdout) == (0, "dns_error\n"), done.stderr
+
+
+def test_a_name_both_merchants_use_is_looked_up_for_each_on_its_own_slots(dns):
+    # The hostile merchant's lookup of the shared name waits behind its own
+    # stalled ones; the victim's send to that name must not join it.
+    async def go():
+        addresses = CheckedAddresses(
+            allow_private=False, resolve=dns, lookup_timeout=2, per_tenant=1
+        )
+        stalled = asyncio.ensure_future(outcome(addresses("h.stalled", 443, HOSTILE)))
+        await asyncio.sleep(0)
+        queued = asyncio.ensure_future(outcome(addresses("shared.ok", 443, HOSTILE)))
+        await asyncio.sleep(0)
+        victim = await outcome(addresses("shared.ok", 443, VICTIM))
+        return victim, await queued, await stalled
+
+    victim, _, _ = asyncio.run(go())
+
+    assert victim == [PUBLIC_IP]
