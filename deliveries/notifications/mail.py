@@ -72,6 +72,10 @@ def portal_url(name: str, *args: str) -> str:
     return settings.RELAY_BASE_URL + reverse(name, args=args)
 
 
+# The To header of a notification: a group with no members (RFC 5322 3.4).
+UNDISCLOSED = "undisclosed-recipients:;"
+
+
 def email_render(row: OutgoingEmail, *, to: list[str]) -> EmailMultiAlternatives:
     slug = row.context["merchant"]
     endpoint = row.context["endpoint"]
@@ -87,7 +91,10 @@ def email_render(row: OutgoingEmail, *, to: list[str]) -> EmailMultiAlternatives
         subject="[webhook-relay] "
         + SUBJECTS[Kind(row.kind)].format(url=endpoint["url"])[:150],
         body=render_to_string("notifications/email.txt", context),
-        to=to,
+        # Every recipient blind: an extra address must not learn the owners'
+        # addresses (or the other extras'), which the portal shows owners only.
+        bcc=to,
+        headers={"To": UNDISCLOSED},
     )
     message.attach_alternative(
         render_to_string("notifications/email.html", context), "text/html"

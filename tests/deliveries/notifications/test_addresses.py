@@ -147,7 +147,7 @@ def test_an_address_gets_no_notification_until_confirmed_and_then_does(
     watch_run(now=T0 + hours(1))
     drain(T0 + hours(1))
     (disabled,) = mail.outbox
-    assert disabled.to == ["olivia@acme.test"]
+    assert disabled.bcc == ["olivia@acme.test"]
 
     assert address_confirm(token=token_in(confirmation), now=T0 + hours(2)) == (
         "confirmed"
@@ -158,7 +158,26 @@ def test_an_address_gets_no_notification_until_confirmed_and_then_does(
     drain(T0 + hours(3))
     _, enabled = mail.outbox
     assert enabled.subject.startswith("[webhook-relay] Endpoint enabled again")
-    assert enabled.to == ["olivia@acme.test", "oncall@example.org"]
+    assert enabled.bcc == ["olivia@acme.test", "oncall@example.org"]
+
+
+def test_a_confirmed_address_never_sees_another_recipients_address(
+    merchant, endpoint, owner
+):
+    listing(merchant, "oncall@example.org", now=T0)
+    address_confirm(token=token_in(mail.outbox[0]), now=T0)
+    mail.outbox.clear()
+    endpoint_disable(endpoint=endpoint, reason="by hand", by="staff:sam", now=T0)
+    watch_run(now=T0 + hours(1))
+    drain(T0 + hours(1))
+
+    (disabled,) = mail.outbox
+    assert sorted(disabled.recipients()) == ["olivia@acme.test", "oncall@example.org"]
+    # What each recipient's mail program shows: headers and bodies alike.
+    wire = disabled.message().as_string()
+    assert "olivia@acme.test" not in wire
+    assert "oncall@example.org" not in wire
+    assert disabled.message()["To"] == "undisclosed-recipients:;"
 
 
 def test_a_removed_address_gets_nothing_more(merchant, endpoint, owner):
@@ -169,7 +188,7 @@ def test_a_removed_address_gets_nothing_more(merchant, endpoint, owner):
     endpoint_disable(endpoint=endpoint, reason="by hand", by="staff:sam", now=T0)
     watch_run(now=T0 + hours(2))
     drain(T0 + hours(2))
-    assert [m.to for m in mail.outbox] == [["olivia@acme.test"]]
+    assert [m.bcc for m in mail.outbox] == [["olivia@acme.test"]]
 
 
 def test_the_api_keys_name_stays_out_of_the_email(merchant, endpoint, owner):

@@ -49,7 +49,7 @@ def test_disabled_email_has_text_html_why_and_the_portal_link(
     assert mail.outbox == []  # the check only queues it
     assert drain(T0 + hours(120)) == 1
     (message,) = mail.outbox
-    assert message.to == ["olivia@acme.test"]  # owners only, not the viewer
+    assert message.bcc == ["olivia@acme.test"]  # owners only, not the viewer
     assert message.subject == (
         "[webhook-relay] Endpoint disabled: http://127.0.0.1:9/acme"
     )
@@ -109,7 +109,7 @@ def test_merchant_opt_out_per_kind_and_extra_addresses(endpoint, owner, merchant
     drain(T0 + hours(2))
     (message,) = mail.outbox  # the disabled email is off; enabled is on
     assert message.subject.startswith("[webhook-relay] Endpoint enabled again")
-    assert message.to == ["olivia@acme.test", "oncall@acme.test"]
+    assert message.bcc == ["olivia@acme.test", "oncall@acme.test"]
 
 
 def test_emails_are_sent_only_after_commit_outside_any_transaction(endpoint, owner):
