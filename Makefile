@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-$(shell sha1sum requirements.txt | cut -c1-12)
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test test-citus lint install
+.PHONY: run test test-citus lint install dist
 
 install: $(STAMP)
 
@@ -60,6 +60,12 @@ test: install
 test-citus: install
 	@test -n "$$CITUS_TEST_URL" || { echo "set CITUS_TEST_URL to a Citus coordinator's URL"; exit 2; }
 	TEST_DATABASE_URL=$$CITUS_TEST_URL $(BIN)/python -m pytest -m citus tests/citus $(PYTEST_ARGS)
+
+# The package: webhook_relay-<version>.tar.gz and its wheel in dist/, built
+# from the sdist as pip would (pyproject.toml; the build fetches hatchling).
+dist: install
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist .
 
 lint: install
 	$(BIN)/ruff check .

@@ -16,6 +16,7 @@ import threading
 from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
@@ -108,5 +109,6 @@ def _excerpt(body: bytes) -> str:
     return text[:PAYLOAD_CHARS]
 
 
-def demo_endpoint_url(base_url: str, endpoint: Endpoint) -> str:
-    return f"{base_url.rstrip('/')}/demo/receiver/{endpoint.pk}/"
+def demo_endpoint_url(base_url: str, endpoint_id: str) -> str:
+    """The demo receiver's URL for one endpoint, wherever the relay's routes are."""
+    return base_url.rstrip("/") + reverse("demo-receiver", args=[endpoint_id])

@@ -20,6 +20,13 @@ from relayproject.lib.devkeys import development_key
 from relayproject.lib.logs import logging_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+# A source checkout keeps its files (SQLite, collectstatic's) in the project
+# folder and its templates at the top; installed from the wheel, the files go
+# in the current directory, never beside the code, and the templates are in
+# this package.
+SOURCE_TREE = (BASE_DIR / "manage.py").is_file()
+DATA_DIR = BASE_DIR if SOURCE_TREE else Path.cwd()
+TEMPLATES_DIR = (BASE_DIR if SOURCE_TREE else Path(__file__).parent) / "templates"
 DEV_SECRET_KEY = "dev-only-insecure-key-change-me"
 
 env = environ.Env()
@@ -83,7 +90,7 @@ WSGI_APPLICATION = "relayproject.wsgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        "DIRS": [TEMPLATES_DIR],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -133,7 +140,7 @@ def _database_from_url(url: str) -> dict:
 # database of its own (TEST_DATABASE_NAME, else one named after the process),
 # so two runs on one server never collide.
 _db_url = os.environ.get("TEST_DATABASE_URL") or env(
-    "DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}"
+    "DATABASE_URL", default=f"sqlite:///{DATA_DIR / 'db.sqlite3'}"
 )
 DATABASES = {"default": _database_from_url(_db_url)}
 if os.environ.get("TEST_DATABASE_URL"):
@@ -157,12 +164,14 @@ USE_TZ = True
 FORMAT_MODULE_PATH = ["relayproject.formats"]
 
 STATIC_URL = "static/"
-STATIC_ROOT = BASE_DIR / "staticfiles"
+STATIC_ROOT = Path(env.str("STATIC_ROOT", default=str(DATA_DIR / "staticfiles")))
 WHITENOISE_USE_FINDERS = True
 # Until collectstatic has run, STATIC_ROOT does not exist; the finders serve
 # the files meanwhile, so WhiteNoise's warning about it is only noise.
 warnings.filterwarnings("ignore", message="No directory at", category=UserWarning)
-STATICFILES_DIRS = [BASE_DIR / "static"] if (BASE_DIR / "static").exists() else []
+STATICFILES_DIRS = (
+    [BASE_DIR / "static"] if SOURCE_TREE and (BASE_DIR / "static").exists() else []
+)
 
 # A CSRF failure is a branded 403 page too (relayproject/views.py).
 CSRF_FAILURE_VIEW = "relayproject.views.csrf_failure"

@@ -15,6 +15,7 @@ import logging
 from django import forms
 from django.contrib import admin
 from django.contrib.admin.models import ADDITION, CHANGE, DELETION, LogEntry
+from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import GroupAdmin, UserAdmin
 from django.contrib.auth.models import Group, User
 from django.core.exceptions import PermissionDenied
@@ -59,8 +60,17 @@ class MembershipInline(admin.TabularInline):
     model = Membership
     formset = MembershipFormSet
     extra = 0
-    # Picked by name from a search box, not typed as a raw user id.
-    autocomplete_fields = ("user",)
+    # A raw user id only where the user model's admin cannot search (another
+    # project's model, registered without search_fields or not at all).
+    raw_id_fields = ("user",)
+
+    def get_autocomplete_fields(self, request) -> tuple[str, ...]:
+        # Picked by name from a search box, not typed as a raw user id.
+        users = get_user_model()
+        searchable = self.admin_site.is_registered(users) and bool(
+            self.admin_site.get_model_admin(users).search_fields
+        )
+        return ("user",) if searchable else ()
 
     def get_queryset(self, request):
         return super().get_queryset(request).select_related("user")
@@ -199,6 +209,17 @@ class GuardedGroupAdmin(GroupAdmin):
         return fields if request.user.is_superuser else (*fields, "permissions")
 
 
-for _model, _guarded in ((User, GuardedUserAdmin), (Group, GuardedGroupAdmin)):
-    admin.site.unregister(_model)
-    admin.site.register(_model, _guarded)
+def guarded_admins_register(site: admin.AdminSite) -> None:
+    """The guarded admins in place of Django's own for users and groups. A
+    project that registers admins of its own (or swaps the user model out,
+    so auth's User has none) keeps them: it owns its users."""
+    for model, guarded, stock in (
+        (User, GuardedUserAdmin, UserAdmin),
+        (Group, GuardedGroupAdmin, GroupAdmin),
+    ):
+        if site.is_registered(model) and type(site.get_model_admin(model)) is stock:
+            site.unregister(model)
+            site.register(model, guarded)
+
+
+guarded_admins_register(admin.site)

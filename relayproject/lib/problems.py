@@ -1,4 +1,4 @@
-"""RFC 9457 problem+json answers for everything under /api/.
+"""RFC 9457 problem+json answers for everything under the relay's api/ path.
 
 The middleware refuses oversized and non-JSON bodies before anything reads
 them, and rewrites Django's own error pages (unknown path, wrong method) on
@@ -7,6 +7,7 @@ API paths into problems, so clients parse one error shape everywhere.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Iterable, Sequence
 from http import HTTPStatus
@@ -14,11 +15,15 @@ from http import HTTPStatus
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.http.request import HttpHeaders
+from django.urls import NoReverseMatch, get_script_prefix, get_urlconf, reverse
 from ninja import Schema
 
 PROBLEM_CONTENT_TYPE = "application/problem+json"
-API_PREFIX = "/api/"
-BATCH_PATH = "/api/v1/events/batch"
+# Two of the API's routes, by name: their paths follow wherever the URLconf
+# mounts the relay (/api/v1/ standalone, under the prefix a host project
+# chose otherwise), so nothing else in that project is taken for the API.
+API_ROOT_ROUTE = "api:openapi-json"
+BATCH_ROUTE = "api:event_batch_create"
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
 
@@ -73,10 +78,30 @@ def errors_from_message_dict(
     return errors
 
 
+@functools.lru_cache(maxsize=16)
+def _api_paths(urlconf: object, script_prefix: str) -> tuple[str, str] | None:
+    try:
+        root = reverse(API_ROOT_ROUTE, urlconf=urlconf)
+        batch = reverse(BATCH_ROUTE, urlconf=urlconf)
+    except NoReverseMatch:
+        return None
+    # The folder that holds v1/ is the API's: its unknown paths (a version
+    # that does not exist) are answered as problems too.
+    version_root = root.removesuffix("openapi.json").rstrip("/")
+    return version_root.rpartition("/")[0] + "/", batch.rstrip("/")
+
+
+def api_paths() -> tuple[str, str] | None:
+    """(the API's path prefix, its batch route) as request.path spells them in
+    this request, or None where the URLconf routes no relay API."""
+    return _api_paths(get_urlconf() or settings.ROOT_URLCONF, get_script_prefix())
+
+
 def body_limit(path: str) -> int:
     # A batch carries many events; Django's own upload ceiling bounds it, and
     # each event in it is checked against MAX_EVENT_BYTES on its own.
-    if path.rstrip("/") == BATCH_PATH:
+    paths = api_paths()
+    if paths is not None and path.rstrip("/") == paths[1]:
         return settings.DATA_UPLOAD_MAX_MEMORY_SIZE
     return settings.MAX_EVENT_BYTES
 
@@ -86,7 +111,8 @@ class ApiProblemMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        if not request.path.startswith(API_PREFIX):
+        paths = api_paths()
+        if paths is None or not request.path.startswith(paths[0]):
             return self.get_response(request)
         refused = self._refuse_nul(request) or self._refuse_body(request)
         if refused is not None:

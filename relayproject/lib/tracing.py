@@ -17,10 +17,12 @@ Spans (README, "Tracing"):
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 from collections.abc import Iterable
 
+from django.core.exceptions import ImproperlyConfigured
 from opentelemetry import trace
 from opentelemetry.trace import Link, SpanContext
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
@@ -60,13 +62,14 @@ def tracing_configure(environ: dict[str, str] | None = None) -> bool:
     environ = os.environ if environ is None else environ
     if _configured or not tracing_wanted(environ):
         return False
+    exporter_name = environ.get("OTEL_TRACES_EXPORTER", "otlp").strip().lower()
+    _sdk_check(exporter_name)
     from opentelemetry.sdk.resources import SERVICE_NAME, Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
 
     service = environ.get("OTEL_SERVICE_NAME") or "webhook-relay"
     provider = TracerProvider(resource=Resource.create({SERVICE_NAME: service}))
-    exporter_name = environ.get("OTEL_TRACES_EXPORTER", "otlp").strip().lower()
     if exporter_name == "console":
         provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter()))
     elif exporter_name != "none":  # "none": spans are made, sampled, not exported
@@ -80,6 +83,30 @@ def tracing_configure(environ: dict[str, str] | None = None) -> bool:
     _configured = True
     log.info("tracing on: service %s", service)
     return True
+
+
+# The package's `tracing` extra (the API alone, always installed, is a no-op).
+SDK_MODULES = ("opentelemetry.sdk", "opentelemetry.instrumentation.django")
+OTLP_MODULE = "opentelemetry.exporter.otlp.proto.http"
+
+
+def _absent(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is None
+    except ModuleNotFoundError:  # a parent package is missing too
+        return True
+
+
+def _sdk_check(exporter_name: str) -> None:
+    otlp = exporter_name not in ("console", "none")
+    wanted = [*SDK_MODULES, *([OTLP_MODULE] if otlp else [])]
+    missing = [name for name in wanted if _absent(name)]
+    if missing:
+        raise ImproperlyConfigured(
+            "OTEL_* variables ask for tracing, but this installation has no "
+            f"{' or '.join(missing)}: install webhook-relay[tracing], or set "
+            "OTEL_SDK_DISABLED=true."
+        )
 
 
 def spans_made() -> bool:

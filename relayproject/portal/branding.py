@@ -13,8 +13,8 @@ from collections.abc import Callable
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
+from django.urls import NoReverseMatch, reverse
 
-PORTAL_PREFIX = "/portal/"
 CSP = "Content-Security-Policy"
 
 
@@ -35,6 +35,15 @@ def with_frame_ancestors(policy: str, origins: list[str]) -> str:
     return "; ".join(directives)
 
 
+def _portal_prefix() -> str | None:
+    # Wherever the URLconf mounts the portal: /portal/ standalone, under its
+    # own prefix in another project.
+    try:
+        return reverse("portal:home")
+    except NoReverseMatch:
+        return None
+
+
 class PortalFramingMiddleware:
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
@@ -42,7 +51,8 @@ class PortalFramingMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponse:
         response = self.get_response(request)
         origins = settings.PORTAL_FRAME_ANCESTORS
-        if origins and request.path.startswith(PORTAL_PREFIX):
+        prefix = _portal_prefix() if origins else None
+        if prefix is not None and request.path.startswith(prefix):
             if response.has_header("X-Frame-Options"):
                 del response["X-Frame-Options"]
             response[CSP] = with_frame_ancestors(response.get(CSP, ""), origins)

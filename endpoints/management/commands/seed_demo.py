@@ -40,7 +40,8 @@ class Command(BaseCommand):
         if created or not merchant.endpoints.exists():
             endpoint = endpoint_create(
                 merchant=merchant,
-                url=f"{base_url.rstrip('/')}/demo/receiver/new/",
+                url=base_url.rstrip("/")
+                + reverse("demo-receiver", kwargs={"endpoint_id": "new"}),
                 description="demo receiver",
                 now=utcnow(),
             )

@@ -183,12 +183,14 @@ def endpoint_create_test(request: HttpRequest, access: Access) -> HttpResponse:
             # Its URL names its own id, known once it exists.
             endpoint = services.endpoint_create(
                 merchant=access.merchant,
-                url=f"{base}/demo/receiver/new/",
+                url=demo_endpoint_url(base, "new"),
                 description="The built-in test receiver",
                 now=utcnow(),
             )
             services.endpoint_update(
-                endpoint=endpoint, url=demo_endpoint_url(base, endpoint), now=utcnow()
+                endpoint=endpoint,
+                url=demo_endpoint_url(base, endpoint.pk),
+                now=utcnow(),
             )
     except ValidationError as exc:
         words = "; ".join(m for ms in exc.message_dict.values() for m in ms)
