@@ -7,7 +7,7 @@ import os
 import pytest
 from django.db import connection
 
-from tests.support import flush
+from tests.support import flush, podman
 
 # The API's keys and merchants, for the tests of every face that calls it.
 from tests.support.api import (  # noqa: F401
@@ -32,6 +32,10 @@ NO_BROWSER = (
     f"browser tests skipped: {CHROMIUM} is missing "
     "(apt-get install chromium chromium-driver)"
 )
+
+# Container tests (tests/packaging) build and run the image with podman. In CI
+# a missing podman fails the run (.ci/run installs it); elsewhere they skip.
+NO_CONTAINERS = podman.missing()
 
 
 # The Citus tier (tests/citus) needs a Citus coordinator: CITUS_TEST_URL, and
@@ -63,6 +67,14 @@ def pytest_collection_modifyitems(config, items):
         skip = pytest.mark.skip(reason=NO_BROWSER)
         for item in browser_items:
             item.add_marker(skip)
+    container_items = [item for item in items if "container" in item.keywords]
+    if container_items and NO_CONTAINERS:
+        if os.environ.get("CI"):
+            raise pytest.UsageError(f"CI needs the container tests: {NO_CONTAINERS}")
+        config._relay_containers_skipped = len(container_items)
+        skip = pytest.mark.skip(reason=f"container tests skipped: {NO_CONTAINERS}")
+        for item in container_items:
+            item.add_marker(skip)
     if ON_POSTGRES:
         return
     if os.environ.get("CI") and not os.environ.get("RELAY_SQLITE_PASS"):
@@ -79,6 +91,11 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     skipped = getattr(config, "_relay_browser_skipped", 0)
     if skipped:
         terminalreporter.write_line(f"{NO_BROWSER}: {skipped} tests")
+    skipped = getattr(config, "_relay_containers_skipped", 0)
+    if skipped:
+        terminalreporter.write_line(
+            f"container tests skipped: {NO_CONTAINERS}: {skipped} tests"
+        )
 
 
 @pytest.fixture(autouse=True)
