@@ -93,6 +93,7 @@ class Result:
     rate: float  # deliveries/s, first to last receipt
     wall: float  # seconds from starting the dispatchers to the last receipt
     p50_ms: float | None = None
+    p90_ms: float | None = None  # for bench/report.py's plots
     p95_ms: float | None = None
     p99_ms: float | None = None
     peak_in_flight: int | None = None  # most requests the receiver held at once
@@ -440,8 +441,8 @@ def summarise(
         for path, wid, t in received:
             first[(path, wid)] = min(t, first.get((path, wid), t))
         latencies = [(t - created[wid]) * 1000 for (_, wid), t in first.items()]
-        result.p50_ms, result.p95_ms, result.p99_ms = (
-            percentile(latencies, p) for p in (50, 95, 99)
+        result.p50_ms, result.p90_ms, result.p95_ms, result.p99_ms = (
+            percentile(latencies, p) for p in (50, 90, 95, 99)
         )
     if result.received != expected:
         result.notes.append(f"received {result.received} of {expected}")

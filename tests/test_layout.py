@@ -5,9 +5,11 @@ test_ingest.py` (or `test_ingest_<aspect>.py`). Outside the mirror only the
 folders of their own are allowed: acceptance/ (real processes across
 modules), walk/ (every page in a browser), support/ (the shared helpers and
 fixtures), citus/ (issue 24's tier), client/ (the library in client/
-against a live server) and packaging/ (the built package and image); at
-the top, only the checks of the whole tree (PROJECT_WIDE). A test file for
-every module is not required here; a folder for every named package is.
+against a live server), packaging/ (the built package and image) and
+bench/ (bench/'s report writer, fed recorded results: no benchmark runs in
+a test); at the top, only the checks of the whole tree (PROJECT_WIDE). A
+test file for every module is not required here; a folder for every named
+package is.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests"
 APPS = ("relayproject", "endpoints", "deliveries")
-TIERS = ("acceptance", "walk", "support", "citus", "client", "packaging")
+TIERS = ("acceptance", "walk", "support", "citus", "client", "packaging", "bench")
 # Checks of the whole tree, no one module's tests: the only ones at the top.
 PROJECT_WIDE = ("test_layout.py", "test_patterns.py")
 # Django's plumbing, not packages a reader looks for tests of.
