@@ -1,4 +1,6 @@
 # The two commands of the README: `make run` and `make test`.
+# `make run` serves on HOST:PORT: `make run PORT=8001` (or PORT=8001 in the
+# environment) for another port.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -6,7 +8,7 @@ STAMP := $(VENV)/.installed-$(shell sha1sum requirements.txt | cut -c1-12)
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test test-citus lint install dist
+.PHONY: run api-key test test-citus lint docs install dist bench bench-quick
 
 install: $(STAMP)
 
@@ -31,6 +33,13 @@ run: install $(DEV_KEY_FILE)
 	$(RUN_ENV) $(BIN)/python manage.py migrate --noinput
 	$(RUN_ENV) $(BIN)/python manage.py seed_demo --base-url http://$(HOST):$(PORT)
 	$(RUN_ENV) $(BIN)/python -m relayproject.devrun $(HOST) $(PORT)
+
+# An API key for the `make run` relay, made with the environment `make run`
+# uses (DEBUG, its database, its encryption key): `make -s api-key NAME=billing`
+# prints it on its last line; MERCHANT=slug scopes it to one merchant.
+api-key: install $(DEV_KEY_FILE)
+	@test -n "$(NAME)" || { echo "usage: make api-key NAME=<name> [MERCHANT=<slug>]" >&2; exit 2; }
+	@$(RUN_ENV) $(BIN)/python manage.py create_api_key --name "$(NAME)" $(if $(MERCHANT),--merchant "$(MERCHANT)")
 
 # Time bombs: the tests that name a fixed date (and the folders whose
 # conftest does) run again with the clock 400 days ahead, so a test that seeds
@@ -67,7 +76,29 @@ dist: install
 	rm -rf dist
 	$(BIN)/python -m build --outdir dist .
 
+# The published benchmark (bench/headline.py): the headline scenarios with
+# their ceilings, on the committed HEAD, written to bench/report/ (report.md,
+# SVG plots, results.json). It waits for a quiet machine first (1-minute load
+# under 1) and says in the report if it gave up waiting. Never in `make test`.
+bench: install
+	$(BIN)/python -m bench.headline
+
+# The same at smoke sizes (a few minutes), to see that it works.
+bench-quick: install
+	$(BIN)/python -m bench.headline --quick
+
+# The docs site (docs/mkdocs.yml), built strictly: a broken link or anchor, a
+# page left out of the nav or any other warning fails it.
+DOCS_BUILD = NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --config-file docs/mkdocs.yml
+
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
+	out=$$(mktemp -d) && $(DOCS_BUILD) --site-dir "$$out"; status=$$?; rm -rf "$$out"; exit $$status
+
+# The docs site into build/docs/ (open build/docs/index.html); to read it
+# while editing: .venv/bin/mkdocs serve --config-file docs/mkdocs.yml
+docs: install
+	$(DOCS_BUILD)
+	@echo "The docs are in build/docs/index.html"

@@ -1,6 +1,6 @@
 """Rows that belong to one merchant and carry its id: the distribution key.
 
-On Citus (README, "Beyond one PostgreSQL") these tables are distributed by
+On Citus (docs/pages/operations/scaling.md) these tables are distributed by
 merchant_id, so a statement that names the merchant runs on one shard and
 one that does not fans out to all of them. The database's primary key
 includes merchant_id (migration endpoints 0013); Django keeps `id` as the

@@ -40,7 +40,10 @@ MaxAttempts = Annotated[int, Field(ge=1, le=100)]
 # whose messages name the operator or header at fault.
 PayloadFilter = Annotated[
     dict[str, Any],
-    Field(description="JSON filter on `type` and `data`; see the README."),
+    Field(
+        description="JSON filter on `type` and `data`; see the docs' page "
+        "on event types, payload filters and custom headers."
+    ),
 ]
 CustomHeaders = Annotated[
     dict[str, str],

@@ -70,7 +70,7 @@ def receiver(request: HttpRequest, endpoint_id: str) -> HttpResponse:
     if verified_with is None:
         return HttpResponse("signature did not verify", status=400)
     # As a receiver should: a signed verification request is answered with
-    # its challenge (README, "Endpoint ownership verification").
+    # its challenge (docs/pages/concepts/verification.md).
     return HttpResponse(_challenge(request.body) or "ok")
 
 

@@ -127,7 +127,7 @@ def _database_from_url(url: str) -> dict:
         # On a Citus coordinator, multi-shard reads that join tables on
         # something other than merchant_id (the admin's, relay_status's) run
         # as repartition joins instead of failing; plain PostgreSQL keeps the
-        # setting as an unused placeholder (README, "Beyond one PostgreSQL").
+        # setting as an unused placeholder (docs/pages/operations/scaling.md).
         options = db.setdefault("OPTIONS", {})
         options["options"] = (
             f"{options.get('options', '')} -c jit=off"
@@ -263,14 +263,15 @@ LOGGING["loggers"]["axes"] = {"level": "INFO"}
 LOGGING["loggers"]["axes.apps"] = {"level": "WARNING"}  # not its banner per command
 
 # Send a W3C traceparent header to receivers (the send span's context). Off:
-# it would show internal trace ids to merchants (README, "Tracing and logs").
+# it would show internal trace ids to merchants (docs/pages/operations/tracing.md).
 RELAY_SEND_TRACEPARENT = env.bool("RELAY_SEND_TRACEPARENT", default=False)
 
 # --- webhook-relay (CONTRACT.md section 2) ---------------------------------
 # Sized for realistic receivers (a mean answer of about 0.33 s): a process
 # delivers at most DISPATCHER_CONCURRENCY / mean latency a second, so 512
 # slots, kept full by claims of 200 between which the loop does not run dry
-# (README, "Configuration"). The lease formula gives 80 s for both.
+# (docs/pages/reference/settings.md, made from
+# relayproject/lib/settings_meanings.py). The lease formula gives 80 s for both.
 BATCH_SIZE = env.int("BATCH_SIZE", default=200)
 HTTP_TIMEOUT_SECONDS = env.float("HTTP_TIMEOUT_SECONDS", default=10)
 DISPATCHER_CONCURRENCY = env.int("DISPATCHER_CONCURRENCY", default=512)
@@ -360,7 +361,7 @@ if not RELAY_ENCRYPTION_KEYS and DEBUG:
     RELAY_ENCRYPTION_KEYS = [development_key(SECRET_KEY)]
 # The demo receiver (relayproject/demo.py) answers only with DEBUG or this.
 RELAY_DEMO = env.bool("RELAY_DEMO", default=False)
-# The merchant portal as a platform hands it to its customers (README).
+# The merchant portal as a platform hands it to its customers (docs/pages/portal.md).
 PORTAL_LINK_TTL_SECONDS = env.int("PORTAL_LINK_TTL_SECONDS", default=300)
 PORTAL_SESSION_SECONDS = env.int("PORTAL_SESSION_SECONDS", default=3600)
 # Origins allowed to show the portal in an iframe; empty keeps X-Frame-Options: DENY.

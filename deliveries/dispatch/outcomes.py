@@ -146,7 +146,7 @@ def outcomes_record(
 
 def losable(sent: list[Sent], *, locked_health: bool) -> bool:
     """Whether a server crash may lose this flush's record at the cost of one
-    resend and nothing else (README, "Guarantees": a lost record leaves each
+    resend and nothing else (docs/pages/concepts/guarantees.md: a lost record leaves each
     row delivering under its lease, and the row is re-claimed and sent again
     once the lease runs out, as if this dispatcher had died before recording).
 

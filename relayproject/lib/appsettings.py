@@ -1,7 +1,7 @@
 """The relay's settings for a project that is not the relay's own.
 
 relayproject/settings.py reads every relay setting from the environment. A
-Django project that installs the apps (README, "Inside your Django project")
+Django project that installs the apps (docs/pages/install/django-project.md)
 sets only the ones it wants: the apps fill in the rest from DEFAULTS when
 they start (endpoints/apps.py, deliveries/apps.py), so nothing reads a
 setting that is not there. The values are the standalone relay's own

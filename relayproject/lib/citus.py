@@ -1,6 +1,6 @@
 """Citus, when the database is a Citus coordinator: what is distributed how.
 
-The relay's tables fall in three kinds (README, "Beyond one PostgreSQL"):
+The relay's tables fall in three kinds (docs/pages/operations/scaling.md):
 
 - distributed by merchant_id and co-located: every row that belongs to one
   merchant (endpoints/merchant_keyed.py), so a statement that names the

@@ -6,7 +6,7 @@ API's tracer is a no-op: a span costs one function call and nothing is kept
 set up only when the environment asks for them, so a process that embeds
 `event_publish` inside its own traced service keeps its own provider.
 
-Spans (README, "Tracing"):
+Spans (docs/pages/operations/tracing.md):
   relay.publish   POST /events, /events/batch and event_publish; its W3C
                   context is stored on each event (Event.traceparent)
   relay.claim     one claim by a dispatcher

@@ -94,6 +94,6 @@ def test_a_merchant_whose_dns_stalls_delays_no_other_merchant(
         child.signal(signal.SIGTERM)
         stopped_at = time.monotonic()
         assert child.wait(60) == 0, child.stderr[-3000:]
-        # The README's bound: HTTP_TIMEOUT_SECONDS and a few seconds (loose,
+        # The documented bound: HTTP_TIMEOUT_SECONDS and a few seconds (loose,
         # as in test_graceful_shutdown: a loaded 2-core machine is slow).
         assert time.monotonic() - stopped_at < TIMEOUT + 9

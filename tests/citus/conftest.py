@@ -1,5 +1,5 @@
 """The Citus tier: one database of its own on every node for the whole run
-(tests/citus/cluster.py), migrated and distributed as the README says, and
+(tests/citus/cluster.py), migrated and distributed as the docs say (operations/scaling.md), and
 dropped at the end. Collected only by `make test-citus` (tests/conftest.py)."""
 
 from __future__ import annotations

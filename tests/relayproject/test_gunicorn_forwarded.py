@@ -1,7 +1,7 @@
 """The shipped gunicorn config believes X-Forwarded-Proto only from TRUSTED_PROXIES.
 
 A real `gunicorn relayproject.wsgi`, started in the project folder as the
-README says, with the production settings (so plain HTTP is redirected to
+docs say (docs/pages/operations/proxy.md), with the production settings (so plain HTTP is redirected to
 HTTPS): a loopback peer that is not a trusted proxy claims https and is
 redirected all the same; listed in TRUSTED_PROXIES, it is believed.
 """

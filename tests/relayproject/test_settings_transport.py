@@ -15,7 +15,7 @@ from tests.support.processes import ROOT
 
 
 def production_env(tmp_path, **extra: str) -> dict[str, str]:
-    """The environment of the README's "Running it for real" section."""
+    """The environment of the docs' production example (docs/pages/operations/index.md)."""
     # Nothing from this test run's environment (DEBUG=true, browser flags).
     env = {k: os.environ[k] for k in ("PATH", "HOME", "LANG") if k in os.environ}
     env.update(

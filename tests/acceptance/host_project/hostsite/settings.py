@@ -1,5 +1,5 @@
 """The host's settings: Django's defaults, its own app, and what the relay
-asks of a project it joins (README, "Inside your Django project")."""
+asks of a project it joins (docs/pages/install/django-project.md)."""
 
 from __future__ import annotations
 
