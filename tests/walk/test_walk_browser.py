@@ -32,6 +32,7 @@ TIMES: list = []
 NOT_PAGES = {
     "logout": "POST only",
     "link_open": "redeems a single-use link (tests/endpoints/test_portal_links*.py test it)",
+    "address_confirm": "takes a mailed token (test_notification_addresses.py tests it)",
     "theme_css": "a stylesheet",
     "delivery_status": "JSON for the status poll",
     "delivery_body": "the body as a download",
