@@ -28,10 +28,10 @@ RUN_ENV = DEBUG=true RELAY_DEMO=true RELAY_ALLOW_PRIVATE_DESTINATIONS=true \
 $(DEV_KEY_FILE): | install
 	$(BIN)/python -c "from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())" > $@
 
-# Web and one dispatcher together on SQLite; Ctrl-C stops both.
+# Web and one dispatcher together on SQLite; Ctrl-C stops both. devrun
+# migrates and seeds the demo first, and prints the banner (also kept in
+# .dev-banner.txt) once the server answers.
 run: install $(DEV_KEY_FILE)
-	$(RUN_ENV) $(BIN)/python manage.py migrate --noinput
-	$(RUN_ENV) $(BIN)/python manage.py seed_demo --base-url http://$(HOST):$(PORT)
 	$(RUN_ENV) $(BIN)/python -m relayproject.devrun $(HOST) $(PORT)
 
 # An API key for the `make run` relay, made with the environment `make run`

@@ -41,6 +41,7 @@ from endpoints.models import Endpoint
 from endpoints.switched_off import MerchantSwitchedOff
 from relayproject.lib.clock import utcnow
 from relayproject.lib.pagination import DEFAULT_LIMIT, MAX_LIMIT, paginate
+from relayproject.lib.plainerrors import fields_detail
 from relayproject.lib.problems import COMMON_ERRORS, ApiProblem, Problem
 
 router = Router(tags=["events and deliveries"])
@@ -76,11 +77,10 @@ def _switched_off(exc: MerchantSwitchedOff, loc: list) -> ApiProblem:
 
 
 def _refused(exc: EventsRefused, prefix: Callable[[int], list]) -> ApiProblem:
-    return ApiProblem(
-        422,
-        "The request has invalid fields.",
-        [{"loc": [*prefix(index), *loc], "msg": msg} for index, loc, msg in exc.errors],
-    )
+    errors = [
+        {"loc": [*prefix(index), *loc], "msg": msg} for index, loc, msg in exc.errors
+    ]
+    return ApiProblem(422, fields_detail(errors), errors)
 
 
 @router.post(
@@ -92,6 +92,7 @@ def _refused(exc: EventsRefused, prefix: Callable[[int], list]) -> ApiProblem:
         429: Problem,
         **COMMON_ERRORS,
     },
+    summary="Publish an event",
 )
 def event_create(
     request: HttpRequest,
@@ -143,7 +144,9 @@ def event_create(
 
 
 @router.post(
-    "/events/batch", response={201: EventBatchOut, 429: Problem, **COMMON_ERRORS}
+    "/events/batch",
+    response={201: EventBatchOut, 429: Problem, **COMMON_ERRORS},
+    summary="Publish a batch of events",
 )
 def event_batch_create(request: HttpRequest, payload: EventBatchIn):
     """Up to 500 events, of any merchants, stored in one transaction: all or nothing.
@@ -195,7 +198,11 @@ def _event_out(event) -> dict:
     }
 
 
-@router.get("/events/{event_id}", response={200: EventDetail, **COMMON_ERRORS})
+@router.get(
+    "/events/{event_id}",
+    response={200: EventDetail, **COMMON_ERRORS},
+    summary="Get an event and its deliveries",
+)
 def event_get(request: HttpRequest, event_id: str):
     events = scoped(request, selectors.events_with_deliveries(), "merchant_id")
     event = events.filter(pk=event_id).first()
@@ -204,7 +211,11 @@ def event_get(request: HttpRequest, event_id: str):
     return event
 
 
-@router.get("/deliveries", response={200: DeliveryPage, **COMMON_ERRORS})
+@router.get(
+    "/deliveries",
+    response={200: DeliveryPage, **COMMON_ERRORS},
+    summary="List deliveries",
+)
 def delivery_list(
     request: HttpRequest,
     status: BlankIsNone[Delivery.Status | None] = None,
@@ -250,7 +261,9 @@ def _visible_delivery(request: HttpRequest, delivery_id: str) -> Delivery:
 
 
 @router.get(
-    "/deliveries/{delivery_id}", response={200: DeliveryDetail, **COMMON_ERRORS}
+    "/deliveries/{delivery_id}",
+    response={200: DeliveryDetail, **COMMON_ERRORS},
+    summary="Get a delivery and its attempts",
 )
 def delivery_get(request: HttpRequest, delivery_id: str):
     return _visible_delivery(request, delivery_id)
@@ -259,6 +272,7 @@ def delivery_get(request: HttpRequest, delivery_id: str):
 @router.post(
     "/deliveries/{delivery_id}/replay",
     response={202: Replayed, 409: Problem, **COMMON_ERRORS},
+    summary="Replay a delivery",
 )
 def delivery_replay_create(request: HttpRequest, delivery_id: str):
     """Send a dead or succeeded delivery again, with a fresh attempt budget."""
@@ -276,6 +290,7 @@ def delivery_replay_create(request: HttpRequest, delivery_id: str):
     response={202: RecoverOut, **COMMON_ERRORS},
     # The published id, from when the operation lived in endpoints/api.py.
     operation_id="endpoints_api_endpoint_recover",
+    summary="Recover an endpoint's failed deliveries",
 )
 def endpoint_recover(
     request: HttpRequest, slug: str, endpoint_id: str, payload: RecoverIn

@@ -1,4 +1,5 @@
-"""Sending again what was sent: replay, retry now, recover, bulk replay of the dead.
+"""Sending again what was sent: replay, retry now, recover, bulk replay of the
+dead, and try now (a paused endpoint's probe, at once).
 
 Each puts rows back to pending with a fresh attempt budget (retry now keeps
 the budget), counts the replays, and wakes the dispatchers. The caller says
@@ -18,6 +19,7 @@ from deliveries.models import Delivery
 from deliveries.ops import counters
 from deliveries.ops.held import delivery_held
 from deliveries.publish.outbox import notify_dispatchers
+from endpoints import health
 from endpoints.merchant_keyed import pinned
 from endpoints.models import Endpoint
 from relayproject.lib.tracing import tracer
@@ -80,6 +82,41 @@ def delivery_retry_now(*, delivery_id: str, now: datetime) -> Delivery:
             delivery.save(update_fields=["next_attempt_at"])
             notify_dispatchers()
     return delivery
+
+
+def endpoint_try_now(*, endpoint: Endpoint, now: datetime) -> bool:
+    """A paused endpoint's probe goes now instead of at the end of its cooldown:
+    its oldest pending delivery is made due, and the breaker due its probe.
+    False, changing nothing, when the breaker is not paused (closed, or a
+    probe already in flight).
+
+    The breaker's one-probe rule still holds: health.endpoint_probe_now only
+    touches an open breaker, and one dispatcher wins the probe (probe_win).
+    """
+    with transaction.atomic():
+        if not health.endpoint_probe_now(
+            endpoint_id=endpoint.pk, merchant_id=endpoint.merchant_id, now=now
+        ):
+            return False
+        # The probe sends the endpoint's oldest due delivery; one waiting for
+        # its retry time is brought forward so there is one to send.
+        oldest = (
+            Delivery.objects.filter(
+                merchant_id=endpoint.merchant_id,  # one shard on Citus
+                endpoint_id=endpoint.pk,
+                status=Delivery.Status.PENDING,
+            )
+            .order_by("next_attempt_at")
+            .values_list("pk", flat=True)[:1]
+        )
+        Delivery.objects.filter(
+            merchant_id=endpoint.merchant_id,
+            pk__in=list(oldest),
+            status=Delivery.Status.PENDING,
+            next_attempt_at__gt=now,
+        ).update(next_attempt_at=now)
+        notify_dispatchers()
+    return True
 
 
 def deliveries_recover(

@@ -18,16 +18,20 @@ MAX_BATCH = 500
 
 
 class EventIn(Schema):
-    merchant: str = Field(min_length=1, max_length=64)
+    merchant: str = Field(min_length=1, max_length=64, examples=["acme"])
     type: str = Field(
-        min_length=1, max_length=MAX_EVENT_TYPE_LENGTH, pattern=EVENT_TYPE_RE.pattern
+        min_length=1,
+        max_length=MAX_EVENT_TYPE_LENGTH,
+        pattern=EVENT_TYPE_RE.pattern,
+        examples=["order.paid"],
     )
     # Depth, size, NUL, surrogates and the schema: deliveries.publish.validation,
     # the one validator of every publish path.
-    data: dict[str, Any]
+    data: dict[str, Any] = Field(examples=[{"order": {"id": 8812, "amount": 1999}}])
     ordering_key: str = Field(
         "",
         max_length=255,
+        examples=["order-8812"],
         description="Ordered endpoints get the events sharing it one at a time, "
         "in publish order; empty: unordered.",
     )

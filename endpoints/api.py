@@ -35,7 +35,9 @@ router = Router(tags=["merchants and endpoints"])
 
 
 @router.post(
-    "/merchants", response={201: MerchantOut, 401: Problem, 403: Problem, 422: Problem}
+    "/merchants",
+    response={201: MerchantOut, 401: Problem, 403: Problem, 422: Problem},
+    summary="Create a merchant",
 )
 def merchant_create(request: HttpRequest, payload: MerchantIn):
     """Create a merchant (platform keys only)."""
@@ -44,13 +46,19 @@ def merchant_create(request: HttpRequest, payload: MerchantIn):
     return Status(201, services.merchant_create(slug=payload.slug, name=payload.name))
 
 
-@router.get("/merchants/{slug}", response={200: MerchantOut, **COMMON_ERRORS})
+@router.get(
+    "/merchants/{slug}",
+    response={200: MerchantOut, **COMMON_ERRORS},
+    summary="Get a merchant",
+)
 def merchant_get(request: HttpRequest, slug: str):
     return visible_merchant(request, slug)
 
 
 @router.post(
-    "/merchants/{slug}/endpoints", response={201: EndpointCreated, **COMMON_ERRORS}
+    "/merchants/{slug}/endpoints",
+    response={201: EndpointCreated, **COMMON_ERRORS},
+    summary="Create an endpoint",
 )
 def endpoint_create(request: HttpRequest, slug: str, payload: EndpointIn):
     """Create an endpoint; the answer holds its signing secret, shown only here."""
@@ -63,7 +71,9 @@ def endpoint_create(request: HttpRequest, slug: str, payload: EndpointIn):
 
 
 @router.get(
-    "/merchants/{slug}/endpoints", response={200: EndpointPage, **COMMON_ERRORS}
+    "/merchants/{slug}/endpoints",
+    response={200: EndpointPage, **COMMON_ERRORS},
+    summary="List a merchant's endpoints",
 )
 def endpoint_list(
     request: HttpRequest,
@@ -81,6 +91,7 @@ def endpoint_list(
 @router.get(
     "/merchants/{slug}/endpoints/{endpoint_id}",
     response={200: EndpointOut, **COMMON_ERRORS},
+    summary="Get an endpoint",
 )
 def endpoint_get(request: HttpRequest, slug: str, endpoint_id: str):
     return visible_endpoint(request, slug, endpoint_id)
@@ -89,6 +100,7 @@ def endpoint_get(request: HttpRequest, slug: str, endpoint_id: str):
 @router.patch(
     "/merchants/{slug}/endpoints/{endpoint_id}",
     response={200: EndpointOut, **COMMON_ERRORS},
+    summary="Change an endpoint",
 )
 def endpoint_update(
     request: HttpRequest, slug: str, endpoint_id: str, payload: EndpointPatch
@@ -104,7 +116,9 @@ def endpoint_update(
 
 
 @router.delete(
-    "/merchants/{slug}/endpoints/{endpoint_id}", response={204: None, **COMMON_ERRORS}
+    "/merchants/{slug}/endpoints/{endpoint_id}",
+    response={204: None, **COMMON_ERRORS},
+    summary="Delete an endpoint",
 )
 def endpoint_delete(request: HttpRequest, slug: str, endpoint_id: str):
     services.endpoint_delete(endpoint=visible_endpoint(request, slug, endpoint_id))
@@ -114,6 +128,7 @@ def endpoint_delete(request: HttpRequest, slug: str, endpoint_id: str):
 @router.post(
     "/merchants/{slug}/endpoints/{endpoint_id}/rotate-secret",
     response={200: SecretRotated, **COMMON_ERRORS},
+    summary="Rotate an endpoint's signing secret",
 )
 def endpoint_rotate_secret(request: HttpRequest, slug: str, endpoint_id: str):
     """New secret now; the previous one keeps signing until previous_expires_at."""
@@ -125,6 +140,7 @@ def endpoint_rotate_secret(request: HttpRequest, slug: str, endpoint_id: str):
 @router.post(
     "/merchants/{slug}/endpoints/{endpoint_id}/verification",
     response={202: EndpointOut, 409: Problem, 429: Problem, **COMMON_ERRORS},
+    summary="Send a fresh verification challenge",
 )
 def endpoint_verification_retry(request: HttpRequest, slug: str, endpoint_id: str):
     """Send a fresh challenge (the next dispatcher does); the previous one no
@@ -141,6 +157,7 @@ def endpoint_verification_retry(request: HttpRequest, slug: str, endpoint_id: st
 @router.post(
     "/merchants/{slug}/endpoints/{endpoint_id}/verify",
     response={200: EndpointOut, 409: Problem, **COMMON_ERRORS},
+    summary="Verify an endpoint with its challenge",
 )
 def endpoint_verify(
     request: HttpRequest, slug: str, endpoint_id: str, payload: VerifyIn
@@ -170,6 +187,7 @@ sessions_and_types_router = Router(tags=["merchants and endpoints"])
 @sessions_and_types_router.post(
     "/merchants/{slug}/portal-sessions",
     response={201: PortalSessionOut, 403: Problem, **COMMON_ERRORS},
+    summary="Open the portal for a merchant (a one-time link)",
 )
 def portal_session_create(
     request: HttpRequest, slug: str, payload: PortalSessionIn | None = None
@@ -204,7 +222,10 @@ def _event_type(name: str) -> EventType:
 
 
 @sessions_and_types_router.get(
-    "/event-types", response={200: EventTypePage, **COMMON_ERRORS}, by_alias=True
+    "/event-types",
+    response={200: EventTypePage, **COMMON_ERRORS},
+    by_alias=True,
+    summary="List the event catalogue",
 )
 def event_type_list(request: HttpRequest):
     """The whole catalogue, by name (it is small: one page)."""
@@ -215,6 +236,7 @@ def event_type_list(request: HttpRequest):
     "/event-types",
     response={201: EventTypeOut, 403: Problem, **COMMON_ERRORS},
     by_alias=True,
+    summary="Add an event type to the catalogue",
 )
 def event_type_create(request: HttpRequest, payload: EventTypeIn):
     """Add a type; with a schema, published data of this type must match it."""
@@ -233,7 +255,10 @@ def event_type_create(request: HttpRequest, payload: EventTypeIn):
 
 
 @sessions_and_types_router.get(
-    "/event-types/{name}", response={200: EventTypeOut, **COMMON_ERRORS}, by_alias=True
+    "/event-types/{name}",
+    response={200: EventTypeOut, **COMMON_ERRORS},
+    by_alias=True,
+    summary="Get an event type",
 )
 def event_type_get(request: HttpRequest, name: str):
     return _event_type(name)
@@ -243,6 +268,7 @@ def event_type_get(request: HttpRequest, name: str):
     "/event-types/{name}",
     response={200: EventTypeOut, 403: Problem, **COMMON_ERRORS},
     by_alias=True,
+    summary="Change an event type",
 )
 def event_type_update(request: HttpRequest, name: str, payload: EventTypePatch):
     """Change only the fields sent; null clears the schema or the example."""
@@ -258,7 +284,9 @@ def event_type_update(request: HttpRequest, name: str, payload: EventTypePatch):
 
 
 @sessions_and_types_router.delete(
-    "/event-types/{name}", response={204: None, 403: Problem, **COMMON_ERRORS}
+    "/event-types/{name}",
+    response={204: None, 403: Problem, **COMMON_ERRORS},
+    summary="Remove an event type",
 )
 def event_type_delete(request: HttpRequest, name: str):
     _platform_only(request)

@@ -6,8 +6,8 @@ module is where each is written:
 - the breaker: an outcome's effect (`health_rows_locked`, `outcome_apply`,
   `health_rows_save`, `successes_mark`), the probe's bookkeeping
   (`probe_win`, `probe_taken`, `probe_none_due`, `probe_abandon`,
-  `probes_of_released`), and staff's hand (`endpoint_breaker_reset`,
-  `endpoint_breaker_open`);
+  `probes_of_released`), staff's hand (`endpoint_breaker_reset`,
+  `endpoint_breaker_open`) and the merchant's (`endpoint_probe_now`);
 - the rate bucket shared by the dispatchers (`endpoint_rate_take`);
 - the rolling statistics (`stats_write`).
 
@@ -404,6 +404,24 @@ def endpoint_breaker_open(
         next_probe_at=now + timedelta(seconds=cooldown),
         probe_delivery_id="",
         breaker_reason=reason[:300],
+    )
+
+
+def endpoint_probe_now(*, endpoint_id: str, merchant_id: int, now: datetime) -> bool:
+    """A paused endpoint is due its probe now (the merchant's *Try now*);
+    True when it was paused and now is due.
+
+    Only an open breaker is touched: a half-open one has its probe in flight,
+    and making it due again would let probe_win grant a second probe. The
+    probe itself is still won by one dispatcher (probe_win), so two clicks
+    or two dispatchers send one probe.
+    """
+    return bool(
+        EndpointHealth.objects.filter(
+            endpoint_id=endpoint_id,
+            merchant_id=merchant_id,
+            breaker_state=State.OPEN,
+        ).update(next_probe_at=now)
     )
 
 

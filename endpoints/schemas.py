@@ -57,9 +57,14 @@ MaxInFlight = Annotated[int, Field(ge=1, le=1000)]
 PermanentStatus = Annotated[int, Field(ge=300, le=599)]
 
 
+SLUG_PATTERN = r"^[-a-zA-Z0-9_]+$"
+
+
 class MerchantIn(Schema):
-    slug: str = Field(min_length=1, max_length=64, pattern=r"^[-a-zA-Z0-9_]+$")
-    name: str = Field(min_length=1, max_length=200)
+    slug: str = Field(
+        min_length=1, max_length=64, pattern=SLUG_PATTERN, examples=["acme"]
+    )
+    name: str = Field(min_length=1, max_length=200, examples=["Acme Payments"])
 
 
 class MerchantOut(Schema):
@@ -70,9 +75,11 @@ class MerchantOut(Schema):
 
 
 class EndpointIn(Schema):
-    url: Destination
-    description: str = Field("", max_length=500)
-    event_types: list[Subscription] = Field(default_factory=list, max_length=100)
+    url: Destination = Field(examples=["https://hooks.acme.example/webhooks"])
+    description: str = Field("", max_length=500, examples=["Order updates"])
+    event_types: list[Subscription] = Field(
+        default_factory=list, max_length=100, examples=[["order.*", "customer.created"]]
+    )
     max_attempts: MaxAttempts | None = None
     rate_limit_per_second: RateLimit | None = None
     filter: PayloadFilter | None = None
@@ -199,10 +206,22 @@ EventTypeName = Annotated[
 
 
 class EventTypeIn(Schema):
-    name: EventTypeName
-    description: str = Field("", max_length=2000)
-    schema_: dict[str, Any] | None = Field(None, alias="schema")
-    example: Any = None
+    name: EventTypeName = Field(examples=["order.paid"])
+    description: str = Field(
+        "", max_length=2000, examples=["A customer paid for an order."]
+    )
+    schema_: dict[str, Any] | None = Field(
+        None,
+        alias="schema",
+        examples=[
+            {
+                "type": "object",
+                "required": ["order"],
+                "properties": {"order": {"type": "object"}},
+            }
+        ],
+    )
+    example: Any = Field(None, examples=[{"order": {"id": 8812, "amount": 1999}}])
     deprecated: bool = False
 
 

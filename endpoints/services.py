@@ -42,7 +42,11 @@ def endpoint_url_check(url: str) -> None:
             url, allow_private=settings.RELAY_ALLOW_PRIVATE_DESTINATIONS
         )
     except destinations.DestinationRefused as exc:
-        raise ValidationError({"url": [exc.reason]}) from exc
+        reason = exc.reason
+        if exc.code == destinations.DNS_ERROR:
+            # Said plainly: a host that goes live later cannot be saved yet.
+            reason += ": the host must exist in DNS when the endpoint is saved"
+        raise ValidationError({"url": [reason]}) from exc
 
 
 def _clean_fields(
@@ -232,6 +236,9 @@ def endpoint_update(
         fields += verification.REQUEST_FIELDS
     with transaction.atomic():
         endpoint.save(update_fields=list(dict.fromkeys([*fields, "updated_at"])))
+        if url_changed:
+            # The failures were the old URL's: the new one starts closed.
+            endpoint_breaker_reset(endpoint_id=endpoint.pk)
         if is_active is True and not endpoint.is_active:
             endpoint_enable(endpoint=endpoint)
         elif is_active is False and endpoint.is_active:

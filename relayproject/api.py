@@ -28,10 +28,13 @@ from deliveries.publish.sanitize import UNSTORABLE
 from deliveries.signing import format_timestamp
 from endpoints.api import router as endpoints_router
 from endpoints.api import sessions_and_types_router
-from endpoints.apikeys import ApiKeyAuth
+from endpoints.apikeys import ApiKeyAuth, visible_endpoint, visible_merchant
+from endpoints.matching import EVENT_TYPE_RE, SUBSCRIPTION_RE
+from endpoints.schemas import SLUG_PATTERN
 from endpoints.switched_off import MerchantSwitchedOff
 from relayproject.lib.jsonlimits import json_depth
 from relayproject.lib.limits import LimitExceeded
+from relayproject.lib.plainerrors import fields_detail, plain_message
 from relayproject.lib.problems import (
     PROBLEM_CONTENT_TYPE,
     ApiProblem,
@@ -210,17 +213,43 @@ def _loc(loc) -> list:
     return parts
 
 
+# The API's patterns in words (relayproject/lib/plainerrors.py has the rest).
+PATTERNS = {
+    EVENT_TYPE_RE.pattern: "Must be dot-separated words of letters, digits, '_' "
+    "or '-', e.g. order.paid.",
+    SUBSCRIPTION_RE.pattern: "Must be an event type (e.g. order.paid) or a prefix "
+    "ending in .* (e.g. order.*).",
+    SLUG_PATTERN: "May hold only letters, digits, '-' and '_'.",
+}
+
+
+def _path_refusal(request: HttpRequest) -> HttpResponse | None:
+    """The 404 (or 403) a merchant or endpoint in the path earns: answered
+    before any field's 422, so an unknown merchant is never told about DNS."""
+    match = request.resolver_match
+    kwargs = match.kwargs if match else {}
+    try:
+        if "endpoint_id" in kwargs and "slug" in kwargs:
+            visible_endpoint(request, kwargs["slug"], kwargs["endpoint_id"])
+        elif "slug" in kwargs:
+            visible_merchant(request, kwargs["slug"])
+    except Http404 as exc:
+        return _not_found(request, exc)
+    except MerchantSwitchedOff as exc:
+        return _switched_off(request, exc)
+    return None
+
+
 @api.exception_handler(ValidationError)
 def _invalid(request: HttpRequest, exc: ValidationError) -> HttpResponse:
+    refused = _path_refusal(request)
+    if refused is not None:
+        return refused
     errors = [
-        {
-            "loc": _loc(e.get("loc", ())),
-            # pydantic prefixes our own validators' messages; clients need the reason.
-            "msg": e.get("msg", "").removeprefix("Value error, "),
-        }
+        {"loc": _loc(e.get("loc", ())), "msg": plain_message(e, patterns=PATTERNS)}
         for e in exc.errors
     ]
-    return problem_response(422, "The request has invalid fields.", errors)
+    return problem_response(422, fields_detail(errors), errors)
 
 
 @api.exception_handler(DjangoValidationError)
@@ -229,7 +258,7 @@ def _refused(request: HttpRequest, exc: DjangoValidationError) -> HttpResponse:
         errors = errors_from_message_dict(exc.message_dict)
     else:
         errors = [{"loc": ["body"], "msg": m} for m in exc.messages]
-    return problem_response(422, "The request has invalid fields.", errors)
+    return problem_response(422, fields_detail(errors), errors)
 
 
 @api.exception_handler(AuthenticationError)

@@ -53,7 +53,7 @@ class Stub:
 
 def problem(status: int, title: str, detail: str, errors=()) -> dict:
     return {
-        "type": f"https://webhook-relay.dev/problems/{status}",
+        "type": "about:blank",  # as the relay answers (RFC 9457 default)
         "title": title,
         "status": status,
         "detail": detail,

@@ -54,7 +54,11 @@ def _get(request: HttpRequest, endpoint_id: str) -> Endpoint:
     return endpoint
 
 
-@router.post(BASE, response={201: EndpointCreated, **ERRORS})
+@router.post(
+    BASE,
+    response={201: EndpointCreated, **ERRORS},
+    summary="Create an operational-events endpoint",
+)
 def operational_endpoint_create(request: HttpRequest, payload: EndpointIn):
     """Subscribe a platform endpoint to relay.* events ([] means all of them).
 
@@ -66,7 +70,11 @@ def operational_endpoint_create(request: HttpRequest, payload: EndpointIn):
     return Status(201, endpoint)
 
 
-@router.get(BASE, response={200: EndpointPage, **ERRORS})
+@router.get(
+    BASE,
+    response={200: EndpointPage, **ERRORS},
+    summary="List operational-events endpoints",
+)
 def operational_endpoint_list(
     request: HttpRequest,
     cursor: str | None = None,
@@ -76,12 +84,20 @@ def operational_endpoint_list(
     return paginate(_operational_endpoints(), cursor=cursor, limit=limit)
 
 
-@router.get(BASE + "/{endpoint_id}", response={200: EndpointOut, **ERRORS})
+@router.get(
+    BASE + "/{endpoint_id}",
+    response={200: EndpointOut, **ERRORS},
+    summary="Get an operational-events endpoint",
+)
 def operational_endpoint_get(request: HttpRequest, endpoint_id: str):
     return _get(request, endpoint_id)
 
 
-@router.patch(BASE + "/{endpoint_id}", response={200: EndpointOut, **ERRORS})
+@router.patch(
+    BASE + "/{endpoint_id}",
+    response={200: EndpointOut, **ERRORS},
+    summary="Change an operational-events endpoint",
+)
 def operational_endpoint_update(
     request: HttpRequest, endpoint_id: str, payload: EndpointPatch
 ):
@@ -94,7 +110,11 @@ def operational_endpoint_update(
     return _get(request, endpoint_id)
 
 
-@router.delete(BASE + "/{endpoint_id}", response={204: None, **ERRORS})
+@router.delete(
+    BASE + "/{endpoint_id}",
+    response={204: None, **ERRORS},
+    summary="Delete an operational-events endpoint",
+)
 def operational_endpoint_delete(request: HttpRequest, endpoint_id: str):
     endpoint_services.endpoint_delete(endpoint=_get(request, endpoint_id))
     return Status(204, None)
@@ -103,6 +123,7 @@ def operational_endpoint_delete(request: HttpRequest, endpoint_id: str):
 @router.post(
     BASE + "/{endpoint_id}/rotate-secret",
     response={200: SecretRotated, **ERRORS},
+    summary="Rotate an operational-events endpoint's secret",
 )
 def operational_endpoint_rotate_secret(request: HttpRequest, endpoint_id: str):
     """New secret now; the previous one keeps signing until previous_expires_at."""

@@ -15,7 +15,14 @@ from http import HTTPStatus
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.http.request import HttpHeaders
-from django.urls import NoReverseMatch, get_script_prefix, get_urlconf, reverse
+from django.urls import (
+    NoReverseMatch,
+    Resolver404,
+    get_script_prefix,
+    get_urlconf,
+    resolve,
+    reverse,
+)
 from ninja import Schema
 
 PROBLEM_CONTENT_TYPE = "application/problem+json"
@@ -49,7 +56,9 @@ def problem_body(
 ) -> dict:
     phrase = HTTPStatus(status).phrase
     return {
-        "type": f"https://webhook-relay.dev/problems/{phrase.lower().replace(' ', '-')}",
+        # RFC 9457's default: the status and title say it all, and no page
+        # that nothing serves is named.
+        "type": "about:blank",
         "title": title or phrase,
         "status": status,
         "detail": detail or phrase,
@@ -122,7 +131,9 @@ class ApiProblemMiddleware:
         if response.status_code >= 400 and not content_type.startswith(
             PROBLEM_CONTENT_TYPE
         ):
-            rewritten = problem_response(response.status_code)
+            rewritten = problem_response(
+                response.status_code, _without_slash_detail(request, response)
+            )
             if response.has_header("Allow"):
                 rewritten["Allow"] = response["Allow"]
             return rewritten
@@ -179,6 +190,19 @@ class ApiProblemMiddleware:
                 415, f"Bodies are application/json, not {media_type or 'untyped'}."
             )
         return None
+
+
+def _without_slash_detail(request: HttpRequest, response: HttpResponse) -> str:
+    """For a 404 on a path that exists without its trailing slash, say so
+    (no redirect: a client's POST would not follow one as a POST)."""
+    if response.status_code != 404 or not request.path_info.endswith("/"):
+        return ""
+    try:
+        resolve(request.path_info.rstrip("/"))
+    except Resolver404:
+        return ""
+    bare = request.path.rstrip("/")
+    return f"No such path; API paths have no trailing slash: {bare}"
 
 
 class ApiProblem(Exception):

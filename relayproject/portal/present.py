@@ -1,13 +1,27 @@
-"""Pure presentation helpers: the curl command and the hourly SVG chart."""
+"""Pure presentation helpers: the curl command, the hourly SVG chart and a
+URL shortened for a table column."""
 
 from __future__ import annotations
 
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
+
+
+def short_url(url: str) -> str:
+    """Host and the path's last part ("host:port/…/orders"): what tells one
+    endpoint from another in a narrow column. The page shows the full URL
+    beside it (a title)."""
+    parts = urlsplit(url)
+    segments = [s for s in parts.path.split("/") if s]
+    if not parts.netloc or len(segments) <= 1:
+        return url.split("://", 1)[-1]
+    return f"{parts.netloc}/…/{segments[-1]}"
+
 
 # curl sets these itself; copying ours would only mislead.
 _NOT_FOR_CURL = frozenset({"User-Agent", "Accept-Encoding"})
@@ -75,18 +89,20 @@ def hourly_chart(hours: Sequence) -> SafeString:
     last = f"{hours[-1].start:%b %-d, %H}:00 UTC" if hours else ""
     total = sum(h.attempts for h in hours)
     peak_text = f"peak {peak}/h" if total else "no attempts in the last 24 h"
+    # The bars stretch to the card's width (preserveAspectRatio="none"); the
+    # words are HTML below them, so they keep their size at any width.
     return format_html(
-        '<svg class="chart" viewBox="0 0 {w} {h}" width="{w}" height="{h}" '
+        '<figure class="chart"><figcaption class="tick">{peak_text}</figcaption>'
+        '<svg class="chart" viewBox="0 0 {w} {h}" preserveAspectRatio="none" '
         'role="img" aria-label="Attempts and failures per hour, last 24 hours">'
-        '<line x1="{p}" y1="{base}" x2="{right}" y2="{base}" class="axis"/>{body}'
-        '<text x="{p}" y="{h}" class="tick">{first}</text>'
-        '<text x="{right}" y="{h}" class="tick" text-anchor="end">{last}</text>'
-        '<text x="{p}" y="12" class="tick">{peak_text}</text></svg>',
+        '<line x1="{p}" y1="{base}" x2="{right}" y2="{base}" class="axis" '
+        'vector-effect="non-scaling-stroke"/>{body}</svg>'
+        '<div class="ticks"><span>{first}</span><span>{last}</span></div></figure>',
         w=WIDTH,
         h=HEIGHT,
         p=PAD,
-        base=HEIGHT - PAD,
         right=WIDTH - PAD,
+        base=HEIGHT - PAD,
         body=body,
         first=first,
         last=last,

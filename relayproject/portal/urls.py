@@ -12,6 +12,7 @@ from relayproject.portal.views import (
     health,
     link,
     notifications,
+    pause,
     recover,
     secrets,
     verification,
@@ -46,6 +47,7 @@ urlpatterns = [
     path(EP + "toggle/", endpoints.endpoint_toggle, name="endpoint_toggle"),
     path(EP + "delete/", endpoints.endpoint_delete, name="endpoint_delete"),
     path(EP + "reenable/", notifications.endpoint_reenable, name="endpoint_reenable"),
+    path(EP + "try-now/", pause.endpoint_try_now, name="endpoint_try_now"),
     path(EP + "secret/reveal/", secrets.secret_reveal, name="secret_reveal"),
     path(EP + "secret/rotate/", secrets.secret_rotate, name="secret_rotate"),
     path(

@@ -14,12 +14,13 @@ from deliveries.notifications.selectors import is_failing
 from deliveries.ops.held import delivery_held
 from deliveries.publish.validation import EventsRefused
 from deliveries.services import event_publish
+from endpoints import health
 from endpoints.models import Endpoint
 from relayproject.lib.clock import utcnow
 from relayproject.lib.limits import LimitExceeded
 from relayproject.portal.access import WRITE, Access, portal_view
 from relayproject.portal.forms import DeliveryFilterForm
-from relayproject.portal.present import curl_command
+from relayproject.portal.present import curl_command, short_url
 from relayproject.portal.selectors import (
     deliveries_filtered,
     deliveries_page,
@@ -87,9 +88,13 @@ def _log(request: HttpRequest, access: Access, *, endpoint_id: str | None):
 
 
 def _with_held(deliveries) -> list:
-    """Each row with why it waits, in the words the admin and API use too."""
+    """Each row with why it waits, in the words the admin and API use too, and
+    its endpoint's URL shortened to fit the column."""
     now = utcnow()
-    return [(d, delivery_held(delivery=d, now=now)) for d in deliveries]
+    return [
+        (d, delivery_held(delivery=d, now=now), short_url(d.endpoint.url))
+        for d in deliveries
+    ]
 
 
 def _with(query, **params) -> str:
@@ -167,6 +172,8 @@ def delivery_detail(request: HttpRequest, access: Access) -> HttpResponse:
             "retry_refusal": words.retry_now_refusal(held)
             if delivery.status == "pending"
             else None,
+            # Paused: the endpoint's Try now is what ends the wait.
+            "paused": held is not None and str(held.reason) == "breaker_open",
             # Finished rows only: a row waiting in its lane is not sent yet.
             "can_replay": delivery.status in Delivery.Status.FINISHED,
             "replay_warning": words.replay_lane_warning(
@@ -206,7 +213,7 @@ def delivery_replay(request: HttpRequest, access: Access) -> HttpResponse:
     try:
         replay.delivery_replay(delivery_id=access.delivery.pk, now=utcnow())
     except replay.ReplayRefused:
-        messages.error(request, "Only dead or succeeded deliveries can be replayed.")
+        messages.error(request, "Only dead or succeeded deliveries can be resent.")
     else:
         held = _held_now(access.delivery.pk)
         said = words.replay_message(delivery_id=access.delivery.pk, held=held)
@@ -227,7 +234,7 @@ def delivery_retry_now(request: HttpRequest, access: Access) -> HttpResponse:
     try:
         replay.delivery_retry_now(delivery_id=access.delivery.pk, now=utcnow())
     except replay.RetryRefused as refused:
-        messages.error(request, f"Not retried now. {refused}")
+        messages.error(request, f"Not sent now. {refused}")
     else:
         held = _held_now(access.delivery.pk)
         messages.success(request, words.retry_now_message(held))
@@ -262,6 +269,11 @@ def endpoint_test(request: HttpRequest, access: Access) -> HttpResponse:
         )
         return redirect("portal:endpoint_detail", access.merchant.slug, endpoint.pk)
     delivery = event.created_deliveries[0]
+    # On a paused endpoint the ping is the breaker's probe now rather than at
+    # the end of the cooldown (one probe still: health.endpoint_probe_now).
+    health.endpoint_probe_now(
+        endpoint_id=endpoint.pk, merchant_id=endpoint.merchant_id, now=utcnow()
+    )
     return redirect("portal:delivery_detail", access.merchant.slug, delivery.pk)
 
 

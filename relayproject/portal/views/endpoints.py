@@ -28,7 +28,7 @@ from relayproject.demo import demo_enabled, demo_endpoint_url
 from relayproject.lib.clock import utcnow
 from relayproject.lib.limits import LimitExceeded
 from relayproject.portal.access import READ, WRITE, Access, portal_view
-from relayproject.portal.forms import EndpointForm
+from relayproject.portal.endpoint_form import EndpointForm
 from relayproject.portal.present import type_groups
 from relayproject.portal.selectors import event_types_seen, events_recent
 from relayproject.portal.views.common import page
@@ -132,13 +132,27 @@ def _save(request: HttpRequest, access: Access, form: EndpointForm, save) -> boo
 def endpoint_create(request: HttpRequest, access: Access) -> HttpResponse:
     seen = _seen_types(access)
     form = EndpointForm(
-        request.POST if request.method == "POST" else None, seen_types=seen
+        request.POST if request.method == "POST" else None,
+        seen_types=seen,
+        offer_test_receiver=demo_enabled(),
     )
     created = {}
 
     def save(**fields):
-        created["endpoint"] = services.endpoint_create(
+        if not form.cleaned_data.get("test_receiver"):
+            created["endpoint"] = services.endpoint_create(
+                merchant=access.merchant, **fields, now=utcnow()
+            )
+            return
+        # The test receiver's URL names the endpoint's own id, known once it
+        # exists; everything else typed in the form is kept.
+        base = settings.RELAY_BASE_URL
+        fields["url"] = demo_endpoint_url(base, "new")
+        endpoint = services.endpoint_create(
             merchant=access.merchant, **fields, now=utcnow()
+        )
+        created["endpoint"] = services.endpoint_update(
+            endpoint=endpoint, url=demo_endpoint_url(base, endpoint.pk), now=utcnow()
         )
 
     preview = None
@@ -153,6 +167,11 @@ def endpoint_create(request: HttpRequest, access: Access) -> HttpResponse:
             if endpoint.awaiting_verification
             else ""
         )
+        if form.cleaned_data.get("test_receiver"):
+            waits += (
+                " It points at the built-in test receiver: send it a test ping, "
+                "then open the receiver to see what arrived."
+            )
         messages.success(request, f"Endpoint {endpoint.pk} created.{waits}")
         return redirect("portal:endpoint_detail", access.merchant.slug, endpoint.pk)
     status = 400 if request.method == "POST" and preview is None else 200
@@ -164,7 +183,6 @@ def endpoint_create(request: HttpRequest, access: Access) -> HttpResponse:
             "form": form,
             "creating": True,
             "preview": preview,
-            "test_receiver": demo_enabled(),
             "type_groups": _picker(form),
         },
         status=status,

@@ -23,14 +23,14 @@ PRESETS = (
 
 def presets(now) -> list[tuple[str, str]]:
     """One-click windows: each posts its "since" to the count step."""
-    return [(label, (now - ago).strftime("%Y-%m-%dT%H:%M")) for label, ago in PRESETS]
+    return [(label, (now - ago).strftime("%Y-%m-%d %H:%M")) for label, ago in PRESETS]
 
 
 @portal_view(methods=READ + WRITE)
 def endpoint_recover(request: HttpRequest, access: Access) -> HttpResponse:
     endpoint = access.endpoint
     if request.method != "POST":
-        since = (utcnow() - timedelta(days=1)).strftime("%Y-%m-%dT%H:%M")
+        since = (utcnow() - timedelta(days=1)).strftime("%Y-%m-%d %H:%M")
         form = RecoverForm(initial={"since": since})
         return page(
             request,

@@ -57,7 +57,7 @@ def test_disabled_email_has_text_html_why_and_the_portal_link(
     assert link in message.body
     assert "auto-disabled: no success for 120 h" in message.body
     assert "20 pending deliveries are held" in message.body
-    assert "Re-enable and retry held deliveries" in message.body
+    assert "Re-enable and send held deliveries now" in message.body
     html, mimetype = message.alternatives[0]
     assert mimetype == "text/html"
     assert f'href="{link}"' in html

@@ -38,7 +38,7 @@ def test_disabled_banner_says_why_and_offers_reenable_with_held(signed_in, world
     assert "This endpoint is disabled since" in page
     assert "the receiver answered 410 Gone" in page
     assert "1 pending delivery is held" in page
-    assert "Re-enable and retry held deliveries" in page
+    assert "Re-enable and send held deliveries now" in page
 
     response = signed_in.post(
         reverse("portal:endpoint_reenable", args=["acme", endpoint.pk])

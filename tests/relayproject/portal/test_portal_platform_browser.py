@@ -135,7 +135,13 @@ def walk(page, base: str, endpoint: Endpoint, width: int) -> None:
     # The states a page reaches through its forms.
     steps = {
         "secret-revealed": (f"{ep}/", lambda: page.click("#reveal")),
-        "filter-preview": (f"{ep}/edit/", lambda: page.click("#preview-filter")),
+        "filter-preview": (
+            f"{ep}/edit/",
+            lambda: (
+                page.locator("#advanced").evaluate("d => { d.open = true; }"),
+                page.click("#preview-filter"),
+            ),
+        ),
         "example-refused": (f"{ep}/example/", lambda: send_example(page, "{}")),
         "recover-count": (f"{ep}/recover/", lambda: page.click("#recover-preview")),
         "bulk-replay-confirm": (

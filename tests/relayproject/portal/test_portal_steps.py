@@ -51,20 +51,29 @@ def test_a_new_endpoint_can_point_at_the_built_in_test_receiver(
     settings.RELAY_DEMO = True
     settings.RELAY_BASE_URL = "http://127.0.0.1:8100"
     client.force_login(world.owner)
-    page = client.get(
-        reverse("portal:endpoint_create", args=[world.mine.merchant.slug])
-    )
-    assert 'id="test-receiver"' in page.content.decode()
+    create = reverse("portal:endpoint_create", args=[world.mine.merchant.slug])
+    assert 'id="id_test_receiver"' in client.get(create).content.decode()
 
+    # A choice inside the one form: what else was typed is kept.
     response = client.post(
-        reverse("portal:endpoint_create_test", args=[world.mine.merchant.slug])
+        create,
+        {"test_receiver": "on", "description": "orders", "event_types": "order.*"},
     )
 
-    endpoint = world.mine.merchant.endpoints.get(
-        description="The built-in test receiver"
-    )
+    endpoint = world.mine.merchant.endpoints.get(description="orders")
     assert endpoint.url == f"http://127.0.0.1:8100/demo/receiver/{endpoint.pk}/"
+    assert endpoint.event_types == ["order.*"]
     assert response["Location"] == url("endpoint_detail", world.mine, endpoint.pk)
+
+
+def test_without_the_test_receiver_a_url_is_asked_for(client, world, settings):
+    settings.RELAY_DEMO = True
+    client.force_login(world.owner)
+    create = reverse("portal:endpoint_create", args=[world.mine.merchant.slug])
+    response = client.post(create, {"description": "orders"})
+    assert response.status_code == 400
+    assert "or tick the built-in test receiver" in response.content.decode()
+    assert not world.mine.merchant.endpoints.filter(description="orders").exists()
 
 
 def test_without_the_demo_there_is_no_test_receiver_to_offer(client, world, settings):
@@ -73,7 +82,7 @@ def test_without_the_demo_there_is_no_test_receiver_to_offer(client, world, sett
     client.force_login(world.owner)
     slug = world.mine.merchant.slug
     page = client.get(reverse("portal:endpoint_create", args=[slug]))
-    assert 'id="test-receiver"' not in page.content.decode()
+    assert 'id="id_test_receiver"' not in page.content.decode()
     response = client.post(reverse("portal:endpoint_create_test", args=[slug]))
     assert response.status_code == 404
     assert not world.mine.merchant.endpoints.filter(url__contains="/demo/").exists()
