@@ -36,12 +36,17 @@ KIND_WORDS = {
     ErrorKind.NO_SIGNING_SECRET: "Not sent: the endpoint has no live signing secret",
     ErrorKind.LEASE_EXPIRED: "The dispatcher sending it stopped before it finished",
     ErrorKind.INVALID_RESPONSE: "The response could not be read",
+    # Both carry the status, said instead whenever it was recorded.
+    ErrorKind.HTTP_STATUS: "The receiver answered with a failure status",
+    ErrorKind.PERMANENT_STATUS: "The receiver answered with a permanent failure status",
 }
 # Details that are the kind itself said again, in the words of the
 # sockets (and of aiohttp, which recorded attempts before http1.py did).
 _REFUSED_MARKERS = ("connection refused", "connect call failed")
 # "ClientConnectorError: Cannot connect to host ... ssl:default [...]"
 _EXCEPTION = re.compile(r"^[A-Z][A-Za-z]+(Error|Exception)\b")
+# How the dispatcher stores a failure status in last_error (dispatch/delivery_update.py).
+_HTTP_ERROR = re.compile(r"http (\d{3})", re.IGNORECASE)
 _LABEL_ONLY = frozenset({ErrorKind.LEASE_EXPIRED, ErrorKind.NO_SIGNING_SECRET})
 
 
@@ -76,6 +81,9 @@ def error_words(*, error_kind: str, error_message: str, status_code: int | None)
 
 def last_error_words(*, last_error: str, status_code: int | None) -> str:
     """A delivery's last_error column ("http 500", or "kind: message") in words."""
+    if status_code is None:
+        stored = _HTTP_ERROR.fullmatch((last_error or "").strip())
+        status_code = int(stored.group(1)) if stored else None
     if status_code is not None and not is_success(status_code):
         return status_words(status_code)
     kind, _, message = (last_error or "").partition(": ")

@@ -61,6 +61,33 @@ def reason_last_error(reason: str) -> str:
     return _KIND_SHORT.get(last, last.replace("_", " "))
 
 
+_OPENED = re.compile(r"^(?:opened after )?(\d+) consecutive failures")
+_REOPENED = re.compile(r"^probe failed, reopened for ([\d.]+)s")
+
+
+def pause_why(reason: str) -> str:
+    """Why an endpoint is paused, from its stored breaker reason, said after
+    "paused": " after 10 failures in a row (last: could not connect)". A
+    reason written by a person is given as written, in brackets."""
+    last = reason_last_error(reason)
+    tail = f" (last: {last})" if last else ""
+    opened = _OPENED.match(reason or "")
+    if opened:
+        return f" after {_failures(int(opened.group(1)))} in a row{tail}"
+    reopened = _REOPENED.match(reason or "")
+    if reopened:
+        wait = float(reopened.group(1))
+        return f" again for {wait:g} s, the test delivery failed too{tail}"
+    return f" ({reason})" if reason else ""
+
+
+def reason_words(reason: str) -> str:
+    """A stored breaker reason as a sentence: "opened after 10 consecutive
+    failures (last: connection_error)" is "Paused after 10 failures in a row
+    (last: could not connect)"."""
+    return "Paused" + pause_why(reason)
+
+
 def _hm(value: datetime | None) -> str:
     return value.strftime("%H:%M") if value else "?"
 
@@ -113,8 +140,9 @@ def breaker_words(health: EndpointHealth | None, *, active: bool = True) -> str:
         why = f" after {_failures(failures)} in a row"
         why += f" (last: {last})" if last else ""
     else:
-        # Paused by hand: the stored reason says by whom.
-        why = f" ({health.breaker_reason})" if health.breaker_reason else ""
+        # Paused by hand (the stored reason says by whom), or a failed test
+        # delivery's reason, in words.
+        why = pause_why(health.breaker_reason)
     if health.breaker_state == EndpointHealth.State.OPEN:
         again = ""
         if health.breaker_reason.startswith("probe failed"):

@@ -80,7 +80,8 @@ class AttemptInline(admin.TabularInline):
         )
         if not attempt.error_kind:
             return said or "-"
-        return format_html('{}<span class="sub">{}</span>', said, attempt.error_kind)
+        # The API's code too, as code: staff match it to what the API returned.
+        return format_html('{}<code class="sub">{}</code>', said, attempt.error_kind)
 
     @admin.display(description="request and response headers")
     def sent_record(self, attempt: Attempt) -> str:

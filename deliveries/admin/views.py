@@ -25,6 +25,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views import View
 
 from deliveries import selectors, words
+from deliveries.admin.columns import EndpointFilter
 from deliveries.models import Delivery
 from deliveries.ops import alerts, charts, latency
 from deliveries.ops.held import delivery_held, human_seconds
@@ -214,11 +215,18 @@ def pop_window(query: QueryDict) -> tuple[str, QueryDict]:
     return window, query
 
 
-def analysis_context(*, window: str, now: datetime) -> dict:
+def analysis_context(*, window: str, now: datetime, query: QueryDict) -> dict:
+    """The analysis above the dead-letter list: of the endpoint the list is
+    filtered to, when it is (EndpointFilter), else of every endpoint."""
+    endpoint_id = query.get(EndpointFilter.parameter_name) or None
     return {
         "window": window,
         "windows": list(WINDOWS),
-        "analysis": dead_letter_analysis(since=now - WINDOWS[window], until=now),
+        "window_query": query.urlencode(),
+        "analysis_endpoint": endpoint_id,
+        "analysis": dead_letter_analysis(
+            since=now - WINDOWS[window], until=now, endpoint_id=endpoint_id
+        ),
     }
 
 

@@ -168,7 +168,7 @@ def check_breakers(summary: PipelineSummary) -> list[Alert]:
     alerts = []
     for b in breakers_not_closed():
         since = f" since {when(b.since, now=now)}" if b.since else ""
-        why = f" ({b.reason})" if b.reason else ""
+        why = endpoint_words.pause_why(b.reason)
         if b.state != EndpointHealth.State.OPEN:
             state = "paused, a test delivery is deciding whether sending resumes"
             probe = ""
@@ -261,7 +261,8 @@ def check_slow(summary: PipelineSummary) -> list[Alert]:
     return [
         Alert(
             "slow_endpoint",
-            f"Endpoint {s.endpoint_id} ({s.url}) p95 is {s.p95_ms:.0f} ms, "
+            f"Endpoint {s.endpoint_id} ({s.url}): receiver response time p95 is "
+            f"{s.p95_ms:.0f} ms, "
             f"over the {breaker.SLOW_P95_MS} ms threshold.",
         )
         for s in summary.slow_endpoints

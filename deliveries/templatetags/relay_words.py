@@ -9,7 +9,7 @@ from django.utils.html import escape
 from django.utils.safestring import mark_safe
 
 from deliveries import words
-from endpoints.words import STATE_WORDS
+from endpoints.words import STATE_WORDS, status_words
 
 register = template.Library()
 
@@ -44,6 +44,12 @@ def error_text(last_error: str, status_code=None) -> str:
     return words.last_error_words(
         last_error=last_error or "", status_code=status_code or None
     )
+
+
+@register.filter
+def status_text(status_code) -> str:
+    """ "HTTP 404 Not Found" for 404; "" for no status."""
+    return status_words(status_code or None)
 
 
 @register.filter

@@ -20,6 +20,7 @@ from endpoints.admin.present import (
     deliveries_links,
     ms,
     percent,
+    response_header,
     url_cut,
 )
 from endpoints.admin.present import utc as utc_text
@@ -69,8 +70,13 @@ class EndpointHealthAdmin(EndpointActions, admin.ModelAdmin):
     list_display_links = None  # the endpoint column links to the health page
     list_select_related = ("endpoint__merchant",)
     list_filter = (BreakerFilter, SlowFilter)
-    search_fields = ("=endpoint__id", "endpoint__url")
-    search_help_text = "An endpoint id (ep_…) or part of its URL."
+    search_fields = (
+        "=endpoint__id",
+        "endpoint__url",
+        "endpoint__description",
+        "endpoint__merchant__slug",
+    )
+    search_help_text = "An id (ep_…), part of a URL or description, or a merchant slug."
     ordering = (F("p95_ms").desc(nulls_last=True), "endpoint_id")
     show_full_result_count = False
     fields = readonly_fields = (
@@ -122,16 +128,25 @@ class EndpointHealthAdmin(EndpointActions, admin.ModelAdmin):
             return words
         return format_html('<span class="held hold">{}</span>', words)
 
-    @admin.display(description="p50 ms", ordering=F("p50_ms").desc(nulls_last=True))
+    @admin.display(
+        description=response_header("p50"),
+        ordering=F("p50_ms").desc(nulls_last=True),
+    )
     def p50(self, h: EndpointHealth) -> str:
         return ms(h.p50_ms)
 
-    @admin.display(description="p95 ms", ordering=F("p95_ms").desc(nulls_last=True))
+    @admin.display(
+        description=response_header("p95"),
+        ordering=F("p95_ms").desc(nulls_last=True),
+    )
     def p95(self, h: EndpointHealth) -> str:
         text = ms(h.p95_ms)
         return format_html("<strong>{}</strong>", text) if h.is_slow else text
 
-    @admin.display(description="p99 ms", ordering=F("p99_ms").desc(nulls_last=True))
+    @admin.display(
+        description=response_header("p99"),
+        ordering=F("p99_ms").desc(nulls_last=True),
+    )
     def p99(self, h: EndpointHealth) -> str:
         return ms(h.p99_ms)
 
@@ -181,7 +196,7 @@ class EndpointHealthAdmin(EndpointActions, admin.ModelAdmin):
     def last_failure(self, h: EndpointHealth) -> str:
         return utc_text(h.last_failure_at)
 
-    @admin.display(description="latency, 24 h")
+    @admin.display(description="receiver response time, 24 h")
     def latency(self, h: EndpointHealth) -> str:
         return f"p50 {ms(h.p50_ms)} ms · p95 {ms(h.p95_ms)} ms · p99 {ms(h.p99_ms)} ms"
 

@@ -18,7 +18,7 @@ from django.core.exceptions import PermissionDenied
 from django.template.response import TemplateResponse
 from django.utils.cache import add_never_cache_headers
 
-from endpoints.admin.present import QuickRows
+from endpoints.admin.present import MerchantOnlyFilter, QuickRows
 from endpoints.apikeys import apikey_create, apikey_revoke
 from endpoints.models import ApiKey
 
@@ -66,7 +66,7 @@ class ApiKeyAdmin(QuickRows, admin.ModelAdmin):
         "revoked_at",
     )
     list_select_related = ("merchant",)
-    list_filter = (("merchant", admin.RelatedOnlyFieldListFilter),)
+    list_filter = (("merchant", MerchantOnlyFilter),)
 
     # One column says whose key it is (a platform key has no merchant), and
     # the owner-links flag gets a short header, and the creation time is on

@@ -6,31 +6,29 @@ editing rows: the services validate destinations and keep the breaker exact.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from django import forms
 from django.conf import settings
 from django.contrib import admin
 from django.db.models import F
-from django.forms.fields import InvalidJSONInput
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
 
 from endpoints import quotas
+from endpoints.admin.forms import EventTypeForm
 from endpoints.admin.memberships import MembershipGrantsLogged, MembershipInline
 from endpoints.admin.ordering import OrderingActions
 from endpoints.admin.present import (
+    MerchantOnlyFilter,
     QuickRows,
     breaker_words,
     deliveries_links,
     log_and_tell,
     ms,
     percent,
+    response_header,
     url_cut,
 )
 from endpoints.admin.verification import VerificationActions
-from endpoints.catalogue import fields_errors as catalogue_field_errors
 from endpoints.catalogue import is_reserved as catalogue_is_reserved
 from endpoints.catalogue import merchant_types
 from endpoints.health import endpoint_breaker_open, endpoint_breaker_reset
@@ -48,7 +46,6 @@ from endpoints.services import (
     endpoint_enable,
 )
 from endpoints.words import state_label
-from relayproject.lib.jsonlimits import depth_message, json_depth
 
 
 @admin.register(Merchant)
@@ -200,11 +197,10 @@ class EndpointAdmin(
             if name in allowed
         ]
 
-    list_display = (
+    list_display = (  # "Disabled" is a state: no column of its own for is_active
         "id",
         "url_cut",
         "merchant",
-        "is_active",
         "breaker_state",
         "p95_ms",
         "deliveries_links",
@@ -221,9 +217,10 @@ class EndpointAdmin(
         "awaiting_verification",
         "ordered",
         "auto_disable_exempt",
-        ("merchant", admin.RelatedOnlyFieldListFilter),
+        ("merchant", MerchantOnlyFilter),
     )
-    search_fields = ("=id", "url", "=merchant__slug")
+    search_fields = ("=id", "url", "description", "merchant__slug")
+    search_help_text = "An id (ep_…), part of a URL or description, or a merchant slug."
     show_full_result_count = False
     inlines = (EndpointSecretInline,)
     fields = readonly_fields = (
@@ -280,7 +277,8 @@ class EndpointAdmin(
         ).text
 
     @admin.display(
-        description="p95 ms", ordering=F("health__p95_ms").desc(nulls_last=True)
+        description=response_header("p95"),
+        ordering=F("health__p95_ms").desc(nulls_last=True),
     )
     def p95_ms(self, endpoint: Endpoint) -> str:
         return ms(endpoint.health.p95_ms)
@@ -289,8 +287,8 @@ class EndpointAdmin(
     def health_summary(self, endpoint: Endpoint) -> str:
         h = endpoint.health
         return format_html(
-            '<a href="{}">{}</a>; p50 {} / p95 {} / p99 {} ms over {} attempts in '
-            "24 h; success {}{}",
+            '<a href="{}">{}</a>; receiver response time p50 {} / p95 {} / p99 {} ms '
+            "over {} attempts in 24 h; success {}{}",
             reverse("admin:endpoints_endpointhealth_change", args=[h.pk]),
             breaker_words(h),
             ms(h.p50_ms),
@@ -304,70 +302,6 @@ class EndpointAdmin(
     @admin.display(description="deliveries")
     def deliveries_links(self, endpoint: Endpoint) -> str:
         return deliveries_links(endpoint.pk)
-
-
-class BoundedJSONField(forms.JSONField):
-    """Django's JSON field, refusing (never crashing on) JSON nested deeper than
-    max_depth(): its parser, encoder and the admin's templates all recurse."""
-
-    def __init__(self, *, max_depth: Callable[[], int], **kwargs) -> None:
-        self.max_depth = max_depth
-        super().__init__(**kwargs)
-
-    def _too_deep(self, value: object) -> bool:
-        limit = self.max_depth()
-        return json_depth(value, stop_above=limit) > limit
-
-    def to_python(self, value):
-        try:
-            converted = super().to_python(value)
-        except RecursionError:
-            converted = None
-        else:
-            if not self._too_deep(converted):
-                return converted
-        raise forms.ValidationError(depth_message(self.max_depth()))
-
-    def bound_data(self, data, initial):
-        # Shown back as the text typed, so a refused value is never re-encoded.
-        try:
-            value = super().bound_data(data, initial)
-        except RecursionError:
-            return InvalidJSONInput(data)
-        return InvalidJSONInput(data) if self._too_deep(value) else value
-
-
-def _event_depth() -> int:
-    return settings.MAX_EVENT_DEPTH
-
-
-def _schema_depth() -> int:
-    # As deep as the API's parser lets a body be (relayproject/api.py).
-    return 2 * settings.MAX_EVENT_DEPTH + 3
-
-
-class EventTypeForm(forms.ModelForm):
-    """The same checks as the API: a valid JSON Schema, an example that matches it."""
-
-    schema = BoundedJSONField(max_depth=_schema_depth, required=False)
-    example = BoundedJSONField(max_depth=_event_depth, required=False)
-
-    class Meta:
-        model = EventType
-        fields = ("name", "description", "schema", "example", "deprecated")
-
-    def clean(self):
-        cleaned = super().clean()
-        errors = catalogue_field_errors(
-            name=cleaned.get("name"),
-            description=cleaned.get("description"),
-            schema=cleaned.get("schema"),
-            example=cleaned.get("example"),
-        )
-        for field, problems in errors.items():
-            for problem in problems:
-                self.add_error(field, problem)
-        return cleaned
 
 
 def reserved_pks():

@@ -10,17 +10,18 @@ from __future__ import annotations
 
 from datetime import datetime
 from functools import lru_cache
+from urllib.parse import urlsplit
 
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.urls import get_script_prefix, reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext as _
 
-from endpoints.models import EndpointHealth
-from endpoints.words import reason_last_error
+from endpoints.models import EndpointHealth, Merchant
+from endpoints.words import pause_why, reason_last_error
 
 _ID = "0rowid0"  # stands for a row's id in a URL reversed once
 
@@ -88,27 +89,50 @@ URL_SHOWN_CHARS = 24
 
 
 def middle_cut(text: str, keep: int = URL_SHOWN_CHARS) -> str:
-    """`text` with its middle replaced by "…" past `keep` characters.
+    """A URL with its host whole and its path's middle replaced by "…" past
+    `keep` characters of path.
 
     URLs of one receiver share their start: cut at the end, two endpoints on
-    one host read the same ("http://127.0.0.1:82…"); the end tells them apart.
+    one host read the same; cut inside the host, staff cannot tell where it
+    goes. The host and the path's end tell them apart.
     """
-    if len(text) <= keep:
+    parts = urlsplit(text)
+    origin = f"{parts.scheme}://{parts.netloc}" if parts.netloc else ""
+    rest = text[len(origin) :]
+    if len(rest) <= keep:
         return text
-    tail = keep * 2 // 5
+    tail = keep * 2 // 3
     head = keep - tail - 1
-    return f"{text[:head]}…{text[-tail:]}"
+    return f"{origin}{rest[:head]}…{rest[-tail:]}"
 
 
 def url_cut(url: str) -> SafeString:
-    """A URL cut in its middle; the whole of it on hover."""
+    """A URL cut in its path's middle, its host whole; the whole of it on hover.
+    The host is one unbroken piece; the path may wrap after its slashes."""
+    shown = middle_cut(url)
+    parts = urlsplit(url)
+    origin = f"{parts.scheme}://{parts.netloc}" if parts.netloc else ""
+    path = format_html_join(
+        mark_safe("/<wbr>"),
+        "{}",
+        ((piece,) for piece in shown[len(origin) :].split("/")),
+    )
     return format_html(
-        '<span class="url-cut" title="{}">{}</span>', url, middle_cut(url)
+        '<span class="url-cut" title="{}"><span class="host">{}</span>{}</span>',
+        url,
+        origin,
+        path,
     )
 
 
 def ms(value: float | None) -> str:
     return "-" if value is None else f"{value:,.0f}"
+
+
+def response_header(quantile: str) -> SafeString:
+    """A list column of the receiver's response time: "response p95 ms", on two
+    lines (the pipeline's publish-to-delivery figures are another thing)."""
+    return format_html("response<br>{} ms", quantile)
 
 
 def percent(rate: float | None) -> str:
@@ -133,8 +157,9 @@ def breaker_words(health: EndpointHealth) -> str:
         why = f" after {failures} failure{plural} in a row"
         why += f" (last: {last})" if last else ""
     else:
-        # Paused by hand: the stored reason says by whom.
-        why = f" ({health.breaker_reason})" if health.breaker_reason else ""
+        # Paused by hand (the stored reason says by whom), or a failed test
+        # delivery's reason, in words.
+        why = pause_why(health.breaker_reason)
     if health.breaker_state == EndpointHealth.State.OPEN:
         return (
             f"paused since {utc(health.opened_at)}{why}; next try at "
@@ -148,6 +173,32 @@ def breaker_words(health: EndpointHealth) -> str:
             f"(pauses at {health.failure_threshold})"
         )
     return "sending"
+
+
+# The relay's own merchant (relay.operational, which sends the operational
+# events) has a dot in its slug, which no merchant the API or the admin
+# accepts can have.
+RELAY_OWN = " (the relay's own)"
+
+
+class _MarksRelayOwn:
+    def field_choices(self, field, request, model_admin):
+        choices = super().field_choices(field, request, model_admin)
+        own = set(
+            Merchant.objects.filter(slug__contains=".").values_list("pk", flat=True)
+        )
+        marked = [
+            (pk, f"{label}{RELAY_OWN}" if pk in own else label) for pk, label in choices
+        ]
+        return sorted(marked, key=lambda choice: choice[0] in own)
+
+
+class MerchantFilter(_MarksRelayOwn, admin.RelatedFieldListFilter):
+    """The merchant filter, the relay's own merchant marked and listed last."""
+
+
+class MerchantOnlyFilter(_MarksRelayOwn, admin.RelatedOnlyFieldListFilter):
+    """The same, of the merchants that have rows in the list."""
 
 
 def deliveries_links(endpoint_id: str) -> SafeString:

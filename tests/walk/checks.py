@@ -115,6 +115,98 @@ BROKEN_WORDS = r"""() => {
   return out;
 }"""
 
+# Template syntax that reached the page: a `{# ... #}` comment spread over
+# lines (Django's {# #} is one line only), or a tag the engine never saw.
+TEMPLATE_MARKS = ("{#", "#}", "{%")
+
+TEMPLATE_LEFT = r"""(marks) => {
+  const html = document.documentElement.outerHTML;
+  const out = [];
+  for (const mark of marks) {
+    const at = html.indexOf(mark);
+    if (at >= 0) out.push(`"${mark}" in the page: ${html.slice(Math.max(0, at - 30), at + 50).replace(/\s+/g, " ")}`);
+  }
+  return out;
+}"""
+
+# A table wider than the box that scrolls it: at a desktop width the reader
+# should not need an inner scrollbar to reach a column.
+TABLE_SCROLLS = r"""() => {
+  const out = [];
+  for (const table of document.body.querySelectorAll("table")) {
+    if (!table.getClientRects().length) continue;
+    let box = table.parentElement;
+    for (; box; box = box.parentElement) {
+      const o = getComputedStyle(box).overflowX;
+      if (o === "auto" || o === "scroll") break;
+    }
+    if (!box) continue;
+    const inner = box.getBoundingClientRect().left + box.clientLeft + box.clientWidth;
+    if (table.getBoundingClientRect().right <= inner + 1) continue;
+    const name = box.tagName.toLowerCase() + (box.id ? "#" + box.id : "") +
+      (typeof box.className === "string" && box.className.trim() ? "." + box.className.trim().split(/\s+/).join(".") : "");
+    out.push(`${name}: a ${table.offsetWidth} px table in a ${box.clientWidth} px box`);
+  }
+  return out;
+}"""
+
+# Something drawn over a heading's words: the text of another element, or a
+# control, whose box meets the box of the heading's text (a menu opened over
+# the page excepted).
+OVER_HEADINGS = r"""() => {
+  const out = [];
+  const textRects = (el, skip) => {
+    const rects = [];
+    const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      if (!node.textContent.trim()) continue;
+      if (skip && node.parentElement !== el) continue;
+      const range = document.createRange();
+      range.selectNodeContents(node);
+      for (const r of range.getClientRects()) if (r.width && r.height) rects.push(r);
+    }
+    return rects;
+  };
+  const meet = (a, b) => a.left < b.right - 1 && b.left < a.right - 1 &&
+    a.top < b.bottom - 1 && b.top < a.bottom - 1;
+  const shown = (el) => {
+    const style = getComputedStyle(el);
+    return style.visibility !== "hidden" && style.display !== "none" &&
+      style.opacity !== "0" && el.getClientRects().length;
+  };
+  // A menu the walk opened (a <details> drawn over the page, such as the
+  // merchant switcher) lies over what is under it on purpose.
+  const popup = (el) => {
+    for (let box = el; box; box = box.parentElement) {
+      if (getComputedStyle(box).position === "absolute" && box.closest("details")) return true;
+    }
+    return false;
+  };
+  const controls = "button, input:not([type=hidden]), select, textarea, img, svg, a.button";
+  const headings = [...document.querySelectorAll("h1, h2, h3")]
+    .filter(shown)
+    .map((h) => ({h, words: textRects(h, false)}))
+    .filter(({words}) => words.length);
+  if (!headings.length) return out;
+  // One pass: each element's box is read once, its style only when it meets
+  // a heading's words.
+  for (const el of document.body.querySelectorAll("*")) {
+    const box = el.getBoundingClientRect();
+    for (const {h, words} of headings) {
+      if (!words.some((w) => meet(box, w))) continue;
+      if (h.contains(el) || el.contains(h) || !shown(el) || popup(el)) continue;
+      const boxes = el.matches(controls) ? [box] : textRects(el, true);
+      if (boxes.some((b) => words.some((w) => meet(b, w)))) {
+        out.push(`"${(el.innerText || el.value || el.tagName).replace(/\s+/g, " ").trim().slice(0, 30)}" covers the heading "${h.innerText.replace(/\s+/g, " ").trim().slice(0, 40)}"`);
+        if (out.length > 8) return out;
+      }
+    }
+  }
+  return out;
+}"""
+
+DESKTOP_PX = 1280
+
 OPEN_DETAILS = (
     """() => document.querySelectorAll("details").forEach(d => { d.open = true; })"""
 )
@@ -125,6 +217,10 @@ def offences(page: Page) -> list[str]:
     found = [f"overflow: {o}" for o in page.evaluate(OVERFLOW)]
     found += [f"label: {o}" for o in page.evaluate(LABELS, LABEL_GAP_PX)]
     found += [f"word: {o}" for o in page.evaluate(BROKEN_WORDS)]
+    found += [f"template: {o}" for o in page.evaluate(TEMPLATE_LEFT, TEMPLATE_MARKS)]
+    found += [f"heading: {o}" for o in page.evaluate(OVER_HEADINGS)]
+    if page.viewport_size and page.viewport_size["width"] >= DESKTOP_PX:
+        found += [f"scroll: {o}" for o in page.evaluate(TABLE_SCROLLS)]
     if not page.locator("head link[rel~=icon]").count():
         found.append("no favicon link")
     return found

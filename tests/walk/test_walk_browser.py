@@ -23,7 +23,13 @@ from tests.support.browser import SHOTS, chromium_page, shot
 from tests.walk import seed
 from tests.walk.checks import OPEN_DETAILS, offences
 
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+# About 300 page loads, each measured in place: more than the suite's 300 s
+# on a machine shared with other work.
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.timeout(900),
+]
 
 WIDTHS = (1280, 390, 360)
 TIMES: list = []

@@ -15,7 +15,8 @@ from django.core.management.base import BaseCommand, CommandError
 from deliveries.ops import alerts, latency
 from deliveries.ops.held import human_seconds
 from deliveries.ops.summary import WINDOWS, PipelineSummary, dead_letter_analysis
-from endpoints.words import STATE_WORDS
+from deliveries.words import last_error_words
+from endpoints.words import STATE_WORDS, status_words
 from relayproject.lib import citus
 from relayproject.lib.clock import utcnow
 
@@ -37,6 +38,11 @@ def _iso(value: object) -> str:
 
 def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.0f}"
+
+
+def _error(last_error: str) -> str:
+    """A stored last_error in the pages' words (--json keeps the stored value)."""
+    return last_error_words(last_error=last_error, status_code=None) or "-"
 
 
 def _time(value: datetime) -> str:
@@ -74,18 +80,18 @@ def _latency_document(waits: latency.PublishLatency) -> dict:
 def _latency_lines(waits: latency.PublishLatency) -> list[str]:
     rows = latency.latency_rows(waits, limit=10)
     if not rows:
-        return ["Latency from publish, last 24 h: no delivery published"]
+        return ["Publish to delivery, last 24 h: no delivery published"]
     return [
-        "Latency from publish, last 24 h (slowest endpoints to success first)",
+        "Publish to delivery, last 24 h (slowest endpoints to success first)",
         *_table(
             [
                 "endpoint",
-                "first p50",
-                "first p95",
-                "first p99",
-                "success p50",
-                "success p95",
-                "success p99",
+                "to first p50",
+                "to first p95",
+                "to first p99",
+                "to success p50",
+                "to success p95",
+                "to success p99",
                 "delivered",
             ],
             [
@@ -209,7 +215,7 @@ class Command(BaseCommand):
                 if s.oldest_pending_id
                 else ""
             ),
-            "average delivery latency, last hour: "
+            "publish to success, average over the last hour: "
             + human_seconds(s.avg_latency_seconds_last_hour),
             "",
             *_latency_lines(waits),
@@ -235,8 +241,9 @@ class Command(BaseCommand):
                         g.endpoint_id + ("" if g.is_active else " (disabled)"),
                         g.url,
                         g.count,
-                        f"{g.top_error or '-'} ({g.top_error_count})",
-                        f"{g.top_status_code or 'none'} ({g.top_status_count})",
+                        f"{_error(g.top_error)} ({g.top_error_count})",
+                        f"{status_words(g.top_status_code) or 'none'} "
+                        f"({g.top_status_count})",
                         _time(g.first_dead_at),
                         _time(g.last_dead_at),
                         f"{g.avg_attempts:.1f}",
@@ -246,10 +253,21 @@ class Command(BaseCommand):
             )
         else:
             lines.append("none")
-        lines += ["", "Slow endpoints (p95 over 24 h above 2000 ms)"]
+        lines += [
+            "",
+            "Slow endpoints (receiver response time p95 over 24 h above 2000 ms)",
+        ]
         if s.slow_endpoints:
             lines += _table(
-                ["endpoint", "url", "p50 ms", "p95 ms", "p99 ms", "samples", "state"],
+                [
+                    "endpoint",
+                    "url",
+                    "response p50 ms",
+                    "response p95 ms",
+                    "response p99 ms",
+                    "samples",
+                    "state",
+                ],
                 [
                     [
                         e.endpoint_id,

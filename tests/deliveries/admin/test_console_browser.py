@@ -176,7 +176,7 @@ def test_health_values_read_at_a_glance(live_server):
         table = page.inner_text("#result_list")
     assert "2,505" in table and "2504.69" not in table
     assert "100 %" in table and "92.7 %" in table
-    assert "paused since" in table and "(10 consecutive failures" in table
+    assert "paused since" in table and "after 10 failures in a row" in table
     assert "open since" not in table
 
 

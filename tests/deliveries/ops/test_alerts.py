@@ -68,7 +68,7 @@ def test_an_open_breaker_is_an_alert_with_its_held_rows(admin_client):
     assert alert.kind == "breaker_open"
     assert alert.text.startswith(f"Endpoint {endpoint.pk} (")
     assert "paused since" in alert.text and "Breaker" not in alert.text
-    assert "(10 consecutive failures): 3 deliveries held; next try at" in alert.text
+    assert "after 10 failures in a row: 3 deliveries held; next try at" in alert.text
     assert alert.text in pipeline(admin_client)
     status, out = check()
     assert status == 1 and f"WARNING: {alert.text}" in out

@@ -121,7 +121,7 @@ def test_relay_status_and_the_pipeline_page_show_the_latency(admin_client, setti
     success = document["publish_to_success_seconds"]
     assert success["pipeline"]["p50"] == pytest.approx(2.5)
     assert success[endpoint.pk]["samples"] == 4
-    assert "Latency from publish, last 24 h" in text.getvalue()
+    assert "Publish to delivery, last 24 h" in text.getvalue()
     assert "whole pipeline" in text.getvalue()
     assert 'id="publish-latency"' in page and endpoint.pk in page
     assert "2.5 s" in page and "250 ms" in page
