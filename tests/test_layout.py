@@ -21,7 +21,7 @@ TESTS = ROOT / "tests"
 APPS = ("relayproject", "endpoints", "deliveries")
 TIERS = ("acceptance", "walk", "support", "citus", "client", "packaging", "bench")
 # Checks of the whole tree, no one module's tests: the only ones at the top.
-PROJECT_WIDE = ("test_layout.py", "test_patterns.py")
+PROJECT_WIDE = ("test_layout.py", "test_patterns.py", "test_template_comments.py")
 # Django's plumbing, not packages a reader looks for tests of.
 PLUMBING = {"migrations", "management", "templatetags", "formats", "__pycache__"}
 
