@@ -279,6 +279,18 @@ class ErrorKind:
     INVALID_RESPONSE = "invalid_response"  # a status line or headers the parser refused
     # A verification challenge answered 2xx without echoing it: retried.
     CHALLENGE_NOT_ECHOED = "challenge_not_echoed"
+    # Broker destinations (deliveries/dispatch/brokers/): the broker had the
+    # message and said no (a nack, an error reply, a returned mandatory
+    # message, a JetStream subject with no stream: the contract's one kind,
+    # the message says which), or refused the credentials. Both retried:
+    # someone may fix the broker.
+    BROKER_REFUSED = "broker_refused"
+    BROKER_AUTH = "broker_auth"
+    # The egress proxy (RELAY_EGRESS_PROXY) gave no tunnel: refused, closed,
+    # answered CONNECT with a non-2xx, or timed out before the tunnel was up.
+    # Retried, but the relay's own failure: it spends none of the endpoint's
+    # attempts and moves no breaker (deliveries/dispatch/outcomes.py).
+    PROXY_ERROR = "proxy_error"
 
     ALL: frozenset[str]
 

@@ -7,11 +7,13 @@ caller decides "attempts exhausted -> dead"; this module only classifies.
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from enum import StrEnum
 
 from deliveries.models import ErrorKind
+from endpoints.retry_policy import scheduled_wait
 
 # Only these carry a Retry-After we honour (contract section 5).
 RETRY_AFTER_STATUSES = frozenset({429, 503})
@@ -34,11 +36,18 @@ def is_success(status_code: int | None) -> bool:
     return status_code is not None and 200 <= status_code < 300
 
 
+def is_delivered(status_code: int | None, *, acknowledged: bool = False) -> bool:
+    """A 2xx answer, or a broker's acknowledgement (a broker destination's
+    success has no HTTP status: deliveries/dispatch/brokers/)."""
+    return acknowledged or is_success(status_code)
+
+
 def classify(
     *,
     status_code: int | None,
     error_kind: str | None,
     permanent: frozenset[int] | set[int] = frozenset(),
+    acknowledged: bool = False,
 ) -> Verdict:
     """Map one attempt's outcome to a verdict (contract section 5).
 
@@ -49,6 +58,8 @@ def classify(
     Anything unrecognised is retried, since the attempt budget bounds a retry
     but a wrong "dead" loses the event.
     """
+    if acknowledged and not error_kind:
+        return Verdict.SUCCEEDED
     if status_code is not None:
         if is_success(status_code):
             return Verdict.SUCCEEDED
@@ -118,14 +129,19 @@ def next_delay(
     max_delay: float,
     rand: random.Random,
     now: datetime,
+    schedule: Sequence[float] | None = None,
 ) -> float:
     """Return seconds until the next attempt: Retry-After on 429/503 when it
-    parses (clamped to ``max_delay``), else full-jitter backoff.
+    parses (clamped to ``max_delay``), else the endpoint's ``schedule`` when
+    it has one (exactly, no jitter: contract section 9), else full-jitter
+    backoff.
     """
     if status_code in RETRY_AFTER_STATUSES:
         retry_after = parse_retry_after(retry_after_header, now=now)
         if retry_after is not None:
             return min(retry_after, max_delay)
+    if schedule:
+        return scheduled_wait(schedule, failed_attempts)
     return backoff_seconds(
         failed_attempts=failed_attempts, base=base, max_delay=max_delay, rand=rand
     )

@@ -1,4 +1,5 @@
-"""Standard Webhooks signing: the signature header and the signed body.
+"""Standard Webhooks signing: the signature header (``v1`` HMAC, ``v1a``
+Ed25519) and the signed body.
 
 Pure: no Django, no I/O. The body bytes returned by ``serialize_body`` are the
 exact bytes that must be both signed and sent (contract section 4).
@@ -13,7 +14,10 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from functools import lru_cache
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
 from endpoints.secrets import SECRET_PREFIX
+from endpoints.signing_keys import PRIVATE_KEY_PREFIX, V1, V1A, signs_v1a
 
 SIGNATURE_VERSION = "v1"
 
@@ -59,20 +63,59 @@ def sign(*, secret: str, msg_id: str, timestamp: int, body: bytes) -> str:
     return f"{SIGNATURE_VERSION},{base64.b64encode(digest).decode('ascii')}"
 
 
-def signature_header(
-    *, secrets: Sequence[str], msg_id: str, timestamp: int, body: bytes
-) -> str:
-    """Return the ``webhook-signature`` value: one space-separated ``v1,...`` per
-    secret, in the order given (newest first), so receivers holding either the
-    current or the previous secret verify during a rotation overlap.
+@lru_cache(maxsize=1024)
+def _ed25519_key(private_key: str) -> Ed25519PrivateKey:
+    # Parsed once per key and process: every send of a v1a endpoint signs with
+    # it, and the parse costs more than the signature. validate=True for the
+    # reason _key has.
+    seed = base64.b64decode(private_key.removeprefix(PRIVATE_KEY_PREFIX), validate=True)
+    return Ed25519PrivateKey.from_private_bytes(seed)
+
+
+def sign_v1a(*, private_key: str, msg_id: str, timestamp: int, body: bytes) -> str:
+    """Return ``v1a,<base64 Ed25519 signature of "{msg_id}.{timestamp}." + body>``.
+
+    Raises ``ValueError`` if the private key is not a base64 32-byte seed.
     """
-    if not secrets:
+    to_sign = f"{msg_id}.{timestamp}.".encode() + body
+    signature = _ed25519_key(private_key).sign(to_sign)
+    return f"{V1A},{base64.b64encode(signature).decode('ascii')}"
+
+
+def signature_header(
+    *,
+    secrets: Sequence[str],
+    msg_id: str,
+    timestamp: int,
+    body: bytes,
+    scheme: str = V1,
+    private_key: str = "",
+) -> str:
+    """Return the ``webhook-signature`` value, space-separated signatures: for
+    `scheme` v1 or both, one ``v1,...`` per secret, in the order given (newest
+    first), so receivers holding either the current or the previous secret
+    verify during a rotation overlap; for v1a or both, then one ``v1a,...``
+    made with `private_key`.
+    """
+    v1a = signs_v1a(scheme)
+    if scheme == V1A:
+        secrets = ()
+    elif not secrets:
         # An empty header would be sent as "unsigned", which receivers reject
         # with a confusing error; fail where the bug is.
         raise ValueError("at least one secret is required")
-    return " ".join(
+    if v1a and not private_key:
+        raise ValueError(f"signing with {scheme} needs the endpoint's private key")
+    signatures = [
         sign(secret=s, msg_id=msg_id, timestamp=timestamp, body=body) for s in secrets
-    )
+    ]
+    if v1a:
+        signatures.append(
+            sign_v1a(
+                private_key=private_key, msg_id=msg_id, timestamp=timestamp, body=body
+            )
+        )
+    return " ".join(signatures)
 
 
 def format_timestamp(value: datetime) -> str:

@@ -39,7 +39,17 @@ KIND_WORDS = {
     # Both carry the status, said instead whenever it was recorded.
     ErrorKind.HTTP_STATUS: "The receiver answered with a failure status",
     ErrorKind.PERMANENT_STATUS: "The receiver answered with a permanent failure status",
+    # A broker endpoint's (deliveries/dispatch/brokers/); the detail is the
+    # broker's own answer.
+    ErrorKind.BROKER_REFUSED: "The broker refused the message",
+    ErrorKind.BROKER_AUTH: (
+        "The broker refused access (a wrong user or password, or no permission)"
+    ),
+    # The relay's own egress proxy, not the receiver: said so, as it is ours
+    # to fix and spends none of the endpoint's attempts.
+    ErrorKind.PROXY_ERROR: "The relay's egress proxy gave no connection",
 }
+_BROKER_KINDS = frozenset({ErrorKind.BROKER_REFUSED, ErrorKind.BROKER_AUTH})
 # Details that are the kind itself said again, in the words of the
 # sockets (and of aiohttp, which recorded attempts before http1.py did).
 _REFUSED_MARKERS = ("connection refused", "connect call failed")
@@ -139,9 +149,10 @@ def stop_reason(*, status: str, attempts: Sequence, attempts_used: int) -> str:
     )
     used = max(attempts_used, 1)
     budget = "its only attempt failed" if used == 1 else f"all {used} attempts failed"
+    fixed = "broker" if last.error_kind in _BROKER_KINDS else "receiver"
     return (
         f"Not retried because {budget} (last: {failure or 'failed'}), the most "
-        "it was allowed. Replay it once the receiver is fixed."
+        f"it was allowed. Replay it once the {fixed} is fixed."
     )
 
 

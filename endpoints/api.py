@@ -7,7 +7,14 @@ from django.urls import reverse
 from ninja import Query, Router, Status
 from ninja.errors import AuthorizationError
 
-from endpoints import catalogue, portal_links, services, verification
+from endpoints import (
+    broker_fields,
+    catalogue,
+    portal_links,
+    selectors,
+    services,
+    verification,
+)
 from endpoints.apikeys import api_key, visible_endpoint, visible_merchant
 from endpoints.models import Endpoint, EventType, Membership
 from endpoints.schemas import (
@@ -22,9 +29,12 @@ from endpoints.schemas import (
     EventTypePatch,
     MerchantIn,
     MerchantOut,
+    MerchantPatch,
     PortalSessionIn,
     PortalSessionOut,
+    RotateSecretIn,
     SecretRotated,
+    SigningKeysOut,
     VerifyIn,
 )
 from relayproject.lib.clock import utcnow
@@ -40,10 +50,11 @@ router = Router(tags=["merchants and endpoints"])
     summary="Create a merchant",
 )
 def merchant_create(request: HttpRequest, payload: MerchantIn):
-    """Create a merchant (platform keys only)."""
+    """Create a merchant (platform keys only), with its endpoints' retry
+    policy defaults if given."""
     if not api_key(request).is_platform:
         raise AuthorizationError(message="Only platform keys may create merchants.")
-    return Status(201, services.merchant_create(slug=payload.slug, name=payload.name))
+    return Status(201, services.merchant_create(**payload.dict()))
 
 
 @router.get(
@@ -53,6 +64,37 @@ def merchant_create(request: HttpRequest, payload: MerchantIn):
 )
 def merchant_get(request: HttpRequest, slug: str):
     return visible_merchant(request, slug)
+
+
+@router.patch(
+    "/merchants/{slug}",
+    response={200: MerchantOut, 403: Problem, **COMMON_ERRORS},
+    summary="Change a merchant",
+)
+def merchant_update(request: HttpRequest, slug: str, payload: MerchantPatch):
+    """Change its name or its endpoints' retry policy defaults (platform keys
+    only); null clears a default, back to the relay's setting."""
+    if not api_key(request).is_platform:
+        raise AuthorizationError(message="Only platform keys may change merchants.")
+    merchant = visible_merchant(request, slug)
+    return services.merchant_update(merchant=merchant, **payload.changes())
+
+
+@router.get(
+    "/merchants/{slug}/signing-keys",
+    auth=None,
+    response={200: SigningKeysOut, 404: Problem, 422: Problem},
+    exclude_none=True,
+    summary="List a merchant's public signing keys (no key needed)",
+)
+def signing_keys_list(request: HttpRequest, slug: str):
+    """The Ed25519 public keys (`whpk_...`) that check the `v1a` signatures of
+    the merchant's endpoints, for receivers to fetch without an API key: public
+    keys and endpoint ids, nothing else."""
+    keys = selectors.signing_keys_of(slug=slug)
+    if keys is None:
+        raise Http404(f"No merchant {slug!r}.")
+    return {"keys": keys}
 
 
 @router.post(
@@ -105,8 +147,10 @@ def endpoint_get(request: HttpRequest, slug: str, endpoint_id: str):
 def endpoint_update(
     request: HttpRequest, slug: str, endpoint_id: str, payload: EndpointPatch
 ):
-    """Change only the fields sent; null clears max_attempts, rate_limit_per_second,
-    max_in_flight (back to the relay default), filter and headers."""
+    """Change only the fields sent; null clears max_attempts, retry_schedule,
+    timeout_seconds (back to the merchant's default, else the relay's),
+    rate_limit_per_second, max_in_flight (back to the relay default), filter
+    and headers."""
     endpoint = visible_endpoint(request, slug, endpoint_id)
     changes = payload.changes()
     services.endpoint_update(
@@ -130,10 +174,20 @@ def endpoint_delete(request: HttpRequest, slug: str, endpoint_id: str):
     response={200: SecretRotated, **COMMON_ERRORS},
     summary="Rotate an endpoint's signing secret",
 )
-def endpoint_rotate_secret(request: HttpRequest, slug: str, endpoint_id: str):
-    """New secret now; the previous one keeps signing until previous_expires_at."""
+def endpoint_rotate_secret(
+    request: HttpRequest,
+    slug: str,
+    endpoint_id: str,
+    payload: RotateSecretIn | None = None,
+):
+    """New secret now; the previous one keeps signing until previous_expires_at
+    (now, when overlap_seconds is 0)."""
     endpoint = visible_endpoint(request, slug, endpoint_id)
-    secret, expires = services.endpoint_rotate_secret(endpoint=endpoint, now=utcnow())
+    secret, expires = services.endpoint_rotate_secret(
+        endpoint=endpoint,
+        now=utcnow(),
+        overlap_seconds=payload.overlap_seconds if payload else None,
+    )
     return {"secret": secret.secret, "previous_expires_at": expires}
 
 
@@ -144,9 +198,10 @@ def endpoint_rotate_secret(request: HttpRequest, slug: str, endpoint_id: str):
 )
 def endpoint_verification_retry(request: HttpRequest, slug: str, endpoint_id: str):
     """Send a fresh challenge (the next dispatcher does); the previous one no
-    longer counts. 409 unless the endpoint is awaiting verification; 429 with
-    Retry-After within VERIFICATION_RETRY_SECONDS of the last challenge."""
-    endpoint = visible_endpoint(request, slug, endpoint_id)
+    longer counts. 409 unless the endpoint is awaiting verification (a broker
+    endpoint never is); 429 with Retry-After within VERIFICATION_RETRY_SECONDS
+    of the last challenge."""
+    endpoint = _http_endpoint(request, slug, endpoint_id)
     try:
         verification.verification_retry(endpoint=endpoint, now=utcnow())
     except verification.NotAwaiting as exc:
@@ -165,7 +220,7 @@ def endpoint_verify(
     """Verify with the challenge copied from the receiver's log; a wrong one
     is a 422 on `challenge` saying how many of its WRONG_ANSWERS_LIMIT tries
     are left, and once they are spent every paste is, until a new challenge."""
-    endpoint = visible_endpoint(request, slug, endpoint_id)
+    endpoint = _http_endpoint(request, slug, endpoint_id)
     try:
         verification.endpoint_verify(
             endpoint=endpoint,
@@ -176,6 +231,14 @@ def endpoint_verify(
     except verification.NotAwaiting as exc:
         raise ApiProblem(409, str(exc)) from None
     return visible_endpoint(request, slug, endpoint_id)
+
+
+def _http_endpoint(request: HttpRequest, slug: str, endpoint_id: str) -> Endpoint:
+    """The endpoint, if it is one a challenge can verify (409 for a broker's)."""
+    endpoint = visible_endpoint(request, slug, endpoint_id)
+    if endpoint.kind != "http":
+        raise ApiProblem(409, broker_fields.NOT_VERIFIED)
+    return endpoint
 
 
 # Mounted after `router` and deliveries' `endpoint_router` (relayproject/api.py):

@@ -7,6 +7,7 @@ from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import Q
 
+from endpoints import brokers, signing_keys
 from endpoints.merchant_keyed import (
     MerchantForeignKey,
     MerchantKeyed,
@@ -30,6 +31,15 @@ class Merchant(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     users = models.ManyToManyField(
         settings.AUTH_USER_MODEL, through="Membership", related_name="merchants"
+    )
+    # The broker hosts its broker endpoints may use (endpoints/brokers.py),
+    # set by staff only; None means the RELAY_BROKER_HOSTS setting.
+    broker_hosts = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="Broker hosts this merchant's broker endpoints may publish to, "
+        'as a list of host or host:port patterns (["mq.example.com:5671", '
+        '"*.bus.example.com"]). Empty: the RELAY_BROKER_HOSTS setting; [] allows none.',
     )
     # Quotas (relayproject/lib/limits.py), set by staff only; None means the
     # setting of the same name. endpoints.quotas reads the value in force.
@@ -63,6 +73,30 @@ class Merchant(models.Model):
         help_text="Sends at once for all of this merchant's endpoints, across all "
         "dispatchers. Empty: the MERCHANT_MAX_IN_FLIGHT setting.",
     )
+    # Retry policy defaults for its endpoints (endpoints/retry_policy.py): an
+    # endpoint's own value wins, None means the relay's setting. Bounded by
+    # the operator (RETRY_MAX_ATTEMPTS_LIMIT, RETRY_MAX_WINDOW_SECONDS,
+    # HTTP_TIMEOUT_MAX_SECONDS) when saved through the services.
+    retry_schedule = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="Default delays in seconds between attempts for this "
+        "merchant's endpoints, as a list ([5, 30, 300]: attempt n+1 waits the "
+        "n-th, the last repeating). Empty: the relay's full-jitter backoff.",
+    )
+    max_attempts = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="Default attempts per delivery for this merchant's endpoints. "
+        "Empty: the MAX_ATTEMPTS setting.",
+    )
+    timeout_seconds = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="Default per-attempt timeout for this merchant's endpoints. "
+        "Empty: the HTTP_TIMEOUT_SECONDS setting.",
+    )
     # None means the REQUIRE_ENDPOINT_VERIFICATION setting (endpoints/verification.py).
     require_endpoint_verification = models.BooleanField(
         null=True,
@@ -86,6 +120,14 @@ class Merchant(models.Model):
             models.CheckConstraint(
                 condition=Q(max_in_flight__isnull=True) | Q(max_in_flight__gte=1),
                 name="merchant_max_in_flight_positive",
+            ),
+            models.CheckConstraint(
+                condition=Q(max_attempts__isnull=True) | Q(max_attempts__gte=1),
+                name="merchant_max_attempts_positive",
+            ),
+            models.CheckConstraint(
+                condition=Q(timeout_seconds__isnull=True) | Q(timeout_seconds__gt=0),
+                name="merchant_timeout_positive",
             ),
         ]
 
@@ -128,7 +170,22 @@ class Endpoint(MerchantKeyed):
     merchant = models.ForeignKey(
         Merchant, on_delete=models.CASCADE, related_name="endpoints"
     )
+    # What it is (endpoints/brokers.py): "http" posts to url; a broker kind
+    # publishes to the broker url names, at target.
+    kind = models.CharField(
+        max_length=16,
+        choices=[(k, brokers.KIND_LABELS[k]) for k in brokers.KINDS],
+        default=brokers.HTTP,
+        db_default=brokers.HTTP,
+    )
+    # A broker's URL is kept here without its credentials (scheme://host:port/path).
     url = models.URLField(max_length=2000)
+    # A broker endpoint's target: {"exchange", "routing_key"}, {"subject"},
+    # {"stream", "maxlen"} or {"topic"}; {} for http.
+    target = models.JSONField(default=dict, blank=True)
+    # A broker URL's user:password, split off url and encrypted like a signing
+    # secret; write-only (no form, page or answer shows it).
+    broker_credentials = EncryptedSecretField(null=True, blank=True, editable=False)
     description = models.CharField(max_length=500, blank=True, default="")
     # [] subscribes to every type; "payment.*" to every "payment." type.
     event_types = models.JSONField(default=list, blank=True)
@@ -141,6 +198,10 @@ class Endpoint(MerchantKeyed):
     # Staff may keep an endpoint out of auto-disable (a known long outage).
     auto_disable_exempt = models.BooleanField(default=False)
     max_attempts = models.PositiveIntegerField(null=True, blank=True)
+    # Its retry policy beside max_attempts (endpoints/retry_policy.py); None
+    # means its merchant's default, else the relay's setting.
+    retry_schedule = models.JSONField(null=True, blank=True)
+    timeout_seconds = models.FloatField(null=True, blank=True)
     rate_limit_per_second = models.FloatField(null=True, blank=True)
     # A payload filter (endpoints/filtering.py); null lets every event through.
     filter = models.JSONField(null=True, blank=True)
@@ -175,6 +236,21 @@ class Endpoint(MerchantKeyed):
     # Events sharing an ordering_key are sent one at a time, in publish order
     # (deliveries/lanes.py). Read at publish: a change applies to later events.
     ordered = models.BooleanField(default=False, db_default=False)
+    # How its requests are signed (endpoints/signing_keys.py): "v1" HMAC with
+    # its secrets, "v1a" Ed25519 with its key pair, "both" side by side.
+    signing = models.CharField(
+        max_length=8,
+        choices=[(s, signing_keys.SCHEME_LABELS[s]) for s in signing_keys.SCHEMES],
+        default=signing_keys.V1,
+        db_default=signing_keys.V1,
+    )
+    # Its Ed25519 key pair, made the first time it signs with v1a: the private
+    # key encrypted like a signing secret and write-only (no form, page or
+    # answer shows it); the public key in clear, published in the key set.
+    signing_private_key = EncryptedSecretField(null=True, blank=True, editable=False)
+    signing_public_key = models.CharField(
+        max_length=64, blank=True, default="", db_default="", editable=False
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -210,6 +286,10 @@ class Endpoint(MerchantKeyed):
             models.CheckConstraint(
                 condition=Q(max_in_flight__isnull=True) | Q(max_in_flight__gte=1),
                 name="endpoint_max_in_flight_positive",
+            ),
+            models.CheckConstraint(
+                condition=Q(timeout_seconds__isnull=True) | Q(timeout_seconds__gt=0),
+                name="endpoint_timeout_positive",
             ),
         ]
 

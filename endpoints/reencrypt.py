@@ -1,4 +1,5 @@
-"""Re-encrypt every stored secret and header value with the first key.
+"""Re-encrypt every stored secret, header value, broker credential and
+Ed25519 private key with the first key.
 
 Run by `manage.py reencrypt_secrets` after a new key is put first in
 RELAY_ENCRYPTION_KEYS. Saving a decrypted value through the model's field
@@ -20,6 +21,18 @@ def headers_reencrypt() -> int:
     """Re-encrypt every endpoint's header values with the first key; the number
     of endpoints that have any."""
     return _reencrypt(Endpoint.objects.all(), "headers", after="")
+
+
+def broker_credentials_reencrypt() -> int:
+    """Re-encrypt every broker endpoint's user:password with the first key; the
+    number of endpoints that have them."""
+    return _reencrypt(Endpoint.objects.all(), "broker_credentials", after="")
+
+
+def signing_keys_reencrypt() -> int:
+    """Re-encrypt every endpoint's Ed25519 private key (v1a) with the first
+    key; the number of endpoints that have one."""
+    return _reencrypt(Endpoint.objects.all(), "signing_private_key", after="")
 
 
 def secrets_reencrypt() -> int:

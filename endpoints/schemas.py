@@ -3,26 +3,35 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from ninja import Field, Schema
-from pydantic import AfterValidator, StringConstraints
+from pydantic import AfterValidator, StringConstraints, ValidationInfo
 
-from endpoints import verification
+from endpoints import brokers, signing_keys, verification
 from endpoints.matching import EVENT_TYPE_RE, MAX_EVENT_TYPE_LENGTH, SUBSCRIPTION_RE
 from endpoints.models import Endpoint, EndpointHealth, Membership
+from endpoints.secrets import ROTATION_OVERLAP_MAX_SECONDS
 
 Subscription = Annotated[
     str, StringConstraints(max_length=255, pattern=SUBSCRIPTION_RE.pattern)
 ]
 
 
-def _allowed_destination(url: str) -> str:
-    """The destination policy, run with the other field checks so one 422 names all."""
+def _allowed_destination(url: str, info: ValidationInfo) -> str:
+    """An HTTP endpoint's destination policy, run with the other field checks so
+    one 422 names all. A broker URL is checked by the service, against the
+    merchant's broker hosts; so is a changed URL whose kind is not given, unless
+    its scheme says HTTP."""
     from django.core.exceptions import ValidationError
 
     from endpoints.services import endpoint_url_check
 
+    kind = info.data.get("kind")
+    if kind is None and "kind" in info.data:  # a change that keeps the kind
+        kind = brokers.HTTP if url.lower().startswith(("http:", "https:")) else ""
+    if kind != brokers.HTTP:
+        return url
     try:
         endpoint_url_check(url)
     except ValidationError as exc:
@@ -30,12 +39,70 @@ def _allowed_destination(url: str) -> str:
     return url
 
 
+Kind = Literal["http", "rabbitmq", "nats", "redis", "mqtt"]
+KIND_DESCRIPTION = (
+    "What the endpoint is: `http` posts each event to `url`; `rabbitmq`, "
+    "`nats`, `redis` and `mqtt` publish it to the broker `url` names, at "
+    "`target`. Broker kinds are offered only where the operator lists the "
+    "broker hosts merchants may use (RELAY_BROKER_HOSTS, RELAY_BROKER_KINDS)."
+)
+URL_DESCRIPTION = (
+    "For `http`, the URL each event is posted to. For a broker kind, the "
+    "broker's URL: `amqp://` or `amqps://` (vhost in the path), `nats://` or "
+    "`tls://`, `redis://` or `rediss://` (database number in the path), "
+    "`mqtt://` or `mqtts://`. A broker URL may carry `user:password@`: they are "
+    "kept encrypted, and answers show the password as `***` (a user or a "
+    "password alone, such as a NATS token or a Redis password, as `***` "
+    "whole). A change that gives `***` in the password's place keeps the "
+    "stored password, with the user given, while the scheme, host and port "
+    "stay the same; `***` for another broker, or on a new endpoint, is "
+    "refused. A URL given without `user:password@` keeps the stored ones on "
+    "the same broker and drops them on another."
+)
+TARGET_DESCRIPTION = (
+    'Where on the broker: `rabbitmq` `{"exchange", "routing_key"}` '
+    "(published mandatory: an unroutable message is a failure; the default "
+    'exchange is ""); `nats` `{"subject"}` (a JetStream subject); `redis` '
+    '`{"stream", "maxlen"?}` (approximate MAXLEN); `mqtt` `{"topic"}` '
+    "(QoS 1). `http` takes none: `{}`."
+)
 Destination = Annotated[
     str,
     StringConstraints(min_length=1, max_length=2000),
     AfterValidator(_allowed_destination),
 ]
-MaxAttempts = Annotated[int, Field(ge=1, le=100)]
+TARGET_EXAMPLES = [{"exchange": "webhooks", "routing_key": "orders"}]
+# The bounds are the operator's (RETRY_MAX_ATTEMPTS_LIMIT, RETRY_MAX_WINDOW_SECONDS,
+# HTTP_TIMEOUT_MAX_SECONDS): the services check them, and a 422 names the bound.
+MaxAttempts = Annotated[
+    int,
+    Field(
+        ge=1,
+        description="Attempts per delivery, at most RETRY_MAX_ATTEMPTS_LIMIT; "
+        "null: the merchant's default, else MAX_ATTEMPTS.",
+    ),
+]
+RetrySchedule = Annotated[
+    list[int | float],
+    Field(
+        min_length=1,
+        max_length=100,
+        description="Delays in seconds between attempts: attempt n+1 waits the "
+        "n-th, the last repeating ([5, 30, 300, 3600]); the waits of all "
+        "attempts together at most RETRY_MAX_WINDOW_SECONDS. null: the "
+        "merchant's default, else the full-jitter backoff (RETRY_BASE_SECONDS, "
+        "RETRY_MAX_DELAY_SECONDS).",
+        examples=[[5, 30, 300, 3600, 21600, 86400]],
+    ),
+]
+TimeoutSeconds = Annotated[
+    float,
+    Field(
+        description="Per-attempt timeout in seconds, from 1 to "
+        "HTTP_TIMEOUT_MAX_SECONDS; null: the merchant's default, else "
+        "HTTP_TIMEOUT_SECONDS."
+    ),
+]
 # Checked by the services (endpoints/filtering.py, endpoints/custom_headers.py),
 # whose messages name the operator or header at fault.
 PayloadFilter = Annotated[
@@ -55,6 +122,13 @@ RateLimit = Annotated[float, Field(gt=0, le=10000)]
 MaxInFlight = Annotated[int, Field(ge=1, le=1000)]
 # 410 is refused by the service (it always disables the endpoint).
 PermanentStatus = Annotated[int, Field(ge=300, le=599)]
+Signing = Literal["v1", "v1a", "both"]
+SIGNING_DESCRIPTION = (
+    "How requests are signed in `webhook-signature`: `v1` (HMAC-SHA256 with the "
+    "`whsec_` secret), `v1a` (Ed25519, checked with the endpoint's `public_key`, "
+    "also listed at `/merchants/{slug}/signing-keys`) or `both` (the two side "
+    "by side, while receivers move from one to the other)."
+)
 
 
 SLUG_PATTERN = r"^[-a-zA-Z0-9_]+$"
@@ -65,17 +139,55 @@ class MerchantIn(Schema):
         min_length=1, max_length=64, pattern=SLUG_PATTERN, examples=["acme"]
     )
     name: str = Field(min_length=1, max_length=200, examples=["Acme Payments"])
+    # Defaults for the merchant's endpoints that set none of their own.
+    retry_schedule: RetrySchedule | None = None
+    max_attempts: MaxAttempts | None = None
+    timeout_seconds: TimeoutSeconds | None = None
+
+
+class MerchantPatch(Schema):
+    name: str | None = Field(None, min_length=1, max_length=200)
+    retry_schedule: RetrySchedule | None = None
+    max_attempts: MaxAttempts | None = None
+    timeout_seconds: TimeoutSeconds | None = None
+
+    def changes(self) -> dict:
+        """The fields sent; null clears a retry default (a null name: unchanged)."""
+        return {
+            field: value
+            for field, value in self.dict(exclude_unset=True).items()
+            if value is not None or field != "name"
+        }
 
 
 class MerchantOut(Schema):
     slug: str
     name: str
     is_active: bool
+    retry_schedule: list[int | float] | None = Field(
+        description="Its endpoints' default delays between attempts; null: "
+        "the relay's full-jitter backoff."
+    )
+    max_attempts: int | None = Field(
+        description="Its endpoints' default attempts; null: MAX_ATTEMPTS."
+    )
+    timeout_seconds: float | None = Field(
+        description="Its endpoints' default per-attempt timeout; null: "
+        "HTTP_TIMEOUT_SECONDS."
+    )
     created_at: datetime
 
 
 class EndpointIn(Schema):
-    url: Destination = Field(examples=["https://hooks.acme.example/webhooks"])
+    # kind comes before url and target: their checks read it.
+    kind: Kind = Field("http", description=KIND_DESCRIPTION)
+    url: Destination = Field(
+        description=URL_DESCRIPTION,
+        examples=["https://hooks.acme.example/webhooks"],
+    )
+    target: dict[str, Any] | None = Field(
+        None, description=TARGET_DESCRIPTION, examples=TARGET_EXAMPLES
+    )
     description: str = Field("", max_length=500, examples=["Order updates"])
     event_types: list[Subscription] = Field(
         default_factory=list, max_length=100, examples=[["order.*", "customer.created"]]
@@ -88,15 +200,22 @@ class EndpointIn(Schema):
     permanent_statuses: list[PermanentStatus] = Field(
         default_factory=list, max_length=50
     )
+    retry_schedule: RetrySchedule | None = None
+    timeout_seconds: TimeoutSeconds | None = None
     ordered: bool = Field(
         False,
         description="Events sharing an ordering_key are sent one at a time, in "
         "publish order.",
     )
+    signing: Signing = Field("v1", description=SIGNING_DESCRIPTION)
 
 
 class EndpointPatch(Schema):
-    url: Destination | None = None
+    kind: Kind | None = Field(None, description=KIND_DESCRIPTION)
+    url: Destination | None = Field(None, description=URL_DESCRIPTION)
+    target: dict[str, Any] | None = Field(
+        None, description=TARGET_DESCRIPTION, examples=TARGET_EXAMPLES
+    )
     description: str | None = Field(None, max_length=500)
     event_types: list[Subscription] | None = Field(None, max_length=100)
     max_attempts: MaxAttempts | None = None
@@ -105,12 +224,24 @@ class EndpointPatch(Schema):
     headers: CustomHeaders | None = None
     max_in_flight: MaxInFlight | None = None
     permanent_statuses: list[PermanentStatus] | None = Field(None, max_length=50)
+    retry_schedule: RetrySchedule | None = None
+    timeout_seconds: TimeoutSeconds | None = None
     ordered: bool | None = None
+    signing: Signing | None = Field(None, description=SIGNING_DESCRIPTION)
     is_active: bool | None = None
 
     def changes(self) -> dict:
         """The fields sent; null on a field that cannot be empty means "unchanged"."""
-        not_nullable = {"url", "description", "event_types", "ordered", "is_active"}
+        not_nullable = {
+            "kind",
+            "url",
+            "target",
+            "description",
+            "event_types",
+            "ordered",
+            "signing",
+            "is_active",
+        }
         return {
             field: value
             for field, value in self.dict(exclude_unset=True).items()
@@ -139,7 +270,17 @@ class VerifyIn(Schema):
 class EndpointOut(Schema):
     id: str
     merchant: str = Field(alias="merchant.slug")
-    url: str
+    kind: str = Field(description=KIND_DESCRIPTION)
+    url: str = Field(
+        description="Where it sends; a broker URL's password is shown as `***`, "
+        "a user or a password alone as `***` whole (give the URL back with "
+        "`***` to keep the stored password)."
+    )
+    target: dict[str, Any] = Field(description=TARGET_DESCRIPTION)
+    has_credentials: bool = Field(
+        description="Whether a broker URL's user and password are stored "
+        "(write-only: they are never shown)."
+    )
     description: str
     event_types: list[str]
     is_active: bool
@@ -150,7 +291,21 @@ class EndpointOut(Schema):
     headers: dict[str, str]
     max_in_flight: int | None
     permanent_statuses: list[int]
+    retry_schedule: list[int | float] | None = Field(
+        description="Its own delays between attempts; null: its merchant's "
+        "default, else the full-jitter backoff."
+    )
+    timeout_seconds: float | None = Field(
+        description="Its own per-attempt timeout; null: its merchant's "
+        "default, else HTTP_TIMEOUT_SECONDS."
+    )
     ordered: bool
+    signing: str = Field(description=SIGNING_DESCRIPTION)
+    public_key: str | None = Field(
+        description="With `v1a` or `both`, the Ed25519 public key "
+        "(`whpk_` + base64 of its 32 bytes) that checks the `v1a` signature; "
+        "null with `v1`."
+    )
     breaker_state: str
     verification: VerificationOut
     created_at: datetime
@@ -164,6 +319,18 @@ class EndpointOut(Schema):
             "verified_by": obj.verified_by,
             "requested_at": obj.verification_requested_at,
         }
+
+    @staticmethod
+    def resolve_url(obj: Endpoint) -> str:
+        return brokers.broker_url_shown(obj.url, obj.broker_credentials)
+
+    @staticmethod
+    def resolve_public_key(obj: Endpoint) -> str | None:
+        return obj.signing_public_key if signing_keys.signs_v1a(obj.signing) else None
+
+    @staticmethod
+    def resolve_has_credentials(obj: Endpoint) -> bool:
+        return bool(obj.broker_credentials)
 
     @staticmethod
     def resolve_breaker_state(obj: Endpoint) -> str:
@@ -181,6 +348,30 @@ class EndpointCreated(EndpointOut):
 class EndpointPage(Schema):
     items: list[EndpointOut]
     next_cursor: str | None
+
+
+class SigningKeyOut(Schema):
+    endpoint_id: str
+    public_key: str = Field(description="`whpk_` + base64 of the 32-byte key.")
+    not_after: datetime | None = Field(
+        None, description="Left out unless the key stops signing at this time."
+    )
+
+
+class SigningKeysOut(Schema):
+    keys: list[SigningKeyOut]
+
+
+class RotateSecretIn(Schema):
+    overlap_seconds: int | None = Field(
+        None,
+        ge=0,
+        le=ROTATION_OVERLAP_MAX_SECONDS,
+        description="How long the previous secret keeps signing beside the new "
+        "one: 0 stops it at once (for a leaked secret); left out, the relay's "
+        "SECRET_ROTATION_OVERLAP_SECONDS (a day unless the operator set another).",
+        examples=[0, 86400],
+    )
 
 
 class SecretRotated(Schema):

@@ -11,6 +11,9 @@ from secrets import token_bytes
 
 SECRET_PREFIX = "whsec_"
 SECRET_BYTES = 32
+# The longest a rotation may keep the previous secret signing (Svix's grace
+# period goes as far): past a week a leaked secret lingers too long.
+ROTATION_OVERLAP_MAX_SECONDS = 7 * 24 * 3600
 
 
 def generate_secret() -> str:

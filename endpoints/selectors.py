@@ -7,9 +7,10 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from django.db import connection
-from django.db.models import Q, QuerySet
+from django.db.models import Count, Q, QuerySet
 
-from endpoints.models import Endpoint, EndpointSecret, Membership
+from endpoints import signing_keys
+from endpoints.models import Endpoint, EndpointSecret, Membership, Merchant
 from relayproject.lib import dbfeatures
 
 
@@ -113,3 +114,34 @@ def secrets_of_endpoint(*, endpoint: Endpoint, now: datetime) -> list[EndpointSe
         .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
         .order_by("-created_at", "-id")
     )
+
+
+def destinations_summary() -> dict[str, object]:
+    """Endpoints counted by kind, and how many merchants have their own broker
+    host list (relay_status says what broker destinations are open to)."""
+    counts = Endpoint.objects.order_by().values_list("kind").annotate(n=Count("id"))
+    return {
+        "endpoints_by_kind": dict(sorted(counts)),
+        "merchants_with_own_broker_hosts": Merchant.objects.filter(
+            broker_hosts__isnull=False
+        ).count(),
+    }
+
+
+def signing_keys_of(*, slug: str) -> list[dict[str, str]] | None:
+    """The public keys of a merchant's endpoints that sign with v1a or both, in
+    the order the endpoints were made; None for no such merchant. Only what a
+    stranger may read: the key set is published without authentication."""
+    merchant_id = Merchant.objects.filter(slug=slug).values_list("pk", flat=True)
+    if not (found := list(merchant_id)):
+        return None
+    rows = (
+        Endpoint.objects.filter(
+            merchant_id=found[0],
+            signing__in=[signing_keys.V1A, signing_keys.BOTH],
+        )
+        .exclude(signing_public_key="")
+        .order_by("created_at", "id")
+        .values_list("id", "signing_public_key")
+    )
+    return [{"endpoint_id": pk, "public_key": key} for pk, key in rows]

@@ -10,7 +10,14 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from endpoints import destinations, quotas, verification
+from endpoints import (
+    broker_fields,
+    brokers,
+    quotas,
+    retry_policy,
+    signing_keys,
+    verification,
+)
 from endpoints.custom_headers import header_errors
 from endpoints.filtering import filter_errors
 from endpoints.health import endpoint_breaker_reset, health_create
@@ -20,7 +27,7 @@ from endpoints.models import (
     EndpointSecret,
     Merchant,
 )
-from endpoints.secrets import generate_secret
+from endpoints.secrets import ROTATION_OVERLAP_MAX_SECONDS, generate_secret
 from relayproject.lib.clock import utcnow
 
 logger = logging.getLogger(__name__)
@@ -28,30 +35,69 @@ _UNSET = object()
 MAX_IN_FLIGHT_LIMIT = 1000  # sends at once to one endpoint, across all dispatchers
 
 
-def merchant_create(*, slug: str, name: str) -> Merchant:
-    merchant = Merchant(slug=slug, name=name)
+def merchant_create(
+    *,
+    slug: str,
+    name: str,
+    retry_schedule: list[float] | None = None,
+    max_attempts: int | None = None,
+    timeout_seconds: float | None = None,
+) -> Merchant:
+    """A merchant, with its endpoints' retry policy defaults if given."""
+    policy = {
+        "retry_schedule": retry_schedule,
+        "max_attempts": max_attempts,
+        "timeout_seconds": timeout_seconds,
+    }
+    if errors := retry_policy.merchant_defaults_errors(None, policy):
+        raise ValidationError(errors)
+    merchant = Merchant(slug=slug, name=name, **policy)
     merchant.full_clean()
     merchant.save()
     return merchant
 
 
-def endpoint_url_check(url: str) -> None:
-    """Raise ValidationError({"url": reason}) when the destination policy refuses url."""
-    try:
-        destinations.check_url(
-            url, allow_private=settings.RELAY_ALLOW_PRIVATE_DESTINATIONS
+def merchant_update(
+    *,
+    merchant: Merchant,
+    name=_UNSET,
+    retry_schedule=_UNSET,
+    max_attempts=_UNSET,
+    timeout_seconds=_UNSET,
+) -> Merchant:
+    """Change a merchant's name or its endpoints' retry policy defaults, only
+    the fields given; None clears a default (back to the relay's setting)."""
+    changes = {
+        field: value
+        for field, value in (
+            ("name", name),
+            ("retry_schedule", retry_schedule),
+            ("max_attempts", max_attempts),
+            ("timeout_seconds", timeout_seconds),
         )
-    except destinations.DestinationRefused as exc:
-        reason = exc.reason
-        if exc.code == destinations.DNS_ERROR:
-            # Said plainly: a host that goes live later cannot be saved yet.
-            reason += ": the host must exist in DNS when the endpoint is saved"
-        raise ValidationError({"url": [reason]}) from exc
+        if value is not _UNSET
+    }
+    policy = {f: v for f, v in changes.items() if f in retry_policy.FIELDS}
+    errors = retry_policy.merchant_defaults_errors(merchant, policy)
+    if "name" in changes and not 1 <= len(changes["name"] or "") <= 200:
+        errors["name"] = ["From 1 to 200 characters."]
+    if errors:
+        raise ValidationError(errors)
+    for field, value in changes.items():
+        setattr(merchant, field, value)
+    if changes:
+        merchant.save(update_fields=list(changes))
+    return merchant
+
+
+def endpoint_url_check(url: str) -> None:
+    """Raise ValidationError({"url": reason}) when the policy refuses an HTTP url."""
+    if problems := broker_fields.http_url_errors(url):
+        raise ValidationError({"url": problems})
 
 
 def _clean_fields(
     *,
-    url: str | None,
     event_types: Sequence[str] | None,
     max_attempts: int | None,
     rate_limit_per_second: float | None,
@@ -59,22 +105,19 @@ def _clean_fields(
     headers: object = None,
     max_in_flight: int | None = None,
     permanent_statuses: object = None,
+    signing: object = None,
 ) -> dict[str, list[str]]:
+    # max_attempts: checked with the rest of the retry policy (endpoints/retry_policy.py).
+    del max_attempts
     errors: dict[str, list[str]] = {}
+    if problems := signing_keys.scheme_errors(signing):
+        errors["signing"] = problems
     if problems := permanent_status_errors(permanent_statuses):
         errors["permanent_statuses"] = problems
     if problems := filter_errors(filter):
         errors["filter"] = problems
     if problems := header_errors(headers):
         errors["headers"] = problems
-    if url is not None:
-        if len(url) > 2000:
-            errors["url"] = ["At most 2000 characters."]
-        else:
-            try:
-                endpoint_url_check(url)
-            except ValidationError as exc:
-                errors.update(exc.message_dict)
     if event_types is not None:
         bad = [
             t
@@ -85,8 +128,6 @@ def _clean_fields(
             errors["event_types"] = [
                 f"Not an event type or prefix.* pattern: {bad[0]!r}."
             ]
-    if max_attempts is not None and not 1 <= max_attempts <= 100:
-        errors["max_attempts"] = ["Must be between 1 and 100."]
     if rate_limit_per_second is not None and not 0 < rate_limit_per_second <= 10000:
         errors["rate_limit_per_second"] = ["Must be above 0 and at most 10000."]
     if max_in_flight is not None and not 1 <= max_in_flight <= MAX_IN_FLIGHT_LIMIT:
@@ -119,6 +160,8 @@ def endpoint_create(
     *,
     merchant: Merchant,
     url: str,
+    kind: str = brokers.HTTP,
+    target: dict | None = None,
     description: str = "",
     event_types: Sequence[str] = (),
     max_attempts: int | None = None,
@@ -128,11 +171,19 @@ def endpoint_create(
     max_in_flight: int | None = None,
     permanent_statuses: Sequence[int] = (),
     ordered: bool = False,
+    retry_schedule: list[float] | None = None,
+    timeout_seconds: float | None = None,
+    signing: str = signing_keys.V1,
     now: datetime,
 ) -> Endpoint:
-    """Create an endpoint with its first signing secret and a closed breaker."""
-    errors = _clean_fields(
-        url=url,
+    """Create an endpoint with its first signing secret and a closed breaker.
+
+    A broker kind's url may carry user:password: they are stored apart,
+    encrypted, and the url without them (endpoints/broker_fields.py)."""
+    destination, errors = broker_fields.destination_clean(
+        merchant=merchant, kind=kind, url=url, target=target or {}
+    )
+    errors |= _clean_fields(
         event_types=event_types,
         max_attempts=max_attempts,
         rate_limit_per_second=rate_limit_per_second,
@@ -140,16 +191,28 @@ def endpoint_create(
         headers=headers,
         max_in_flight=max_in_flight,
         permanent_statuses=list(permanent_statuses),
+        signing=signing,
     )
+    errors |= retry_policy.endpoint_policy_errors(
+        merchant=merchant,
+        endpoint=None,
+        given={
+            "retry_schedule": retry_schedule,
+            "max_attempts": max_attempts,
+            "timeout_seconds": timeout_seconds,
+        },
+    )
+    if kind in brokers.BROKER_KINDS and permanent_statuses:
+        errors["permanent_statuses"] = [broker_fields.NO_STATUSES]
     if len(description) > 500:
         errors["description"] = ["At most 500 characters."]
-    if errors:
+    if errors or destination is None:
         raise ValidationError(errors)
     with transaction.atomic():
         quotas.endpoint_room_take(merchant)
         endpoint = Endpoint.objects.create(
             merchant=merchant,
-            url=url,
+            **destination.columns(),
             description=description,
             event_types=list(dict.fromkeys(event_types)),
             max_attempts=max_attempts,
@@ -159,8 +222,13 @@ def endpoint_create(
             max_in_flight=max_in_flight,
             permanent_statuses=sorted(set(permanent_statuses)),
             ordered=bool(ordered),
+            retry_schedule=retry_schedule,
+            timeout_seconds=timeout_seconds,
+            **signing_keys.signing_columns(scheme=signing, private_key=None),
         )
-        if verification.required(merchant):
+        # Nothing at a broker can echo a challenge: the operator's host list
+        # is what a broker endpoint is trusted by.
+        if not destination.is_broker and verification.required(merchant):
             verification.request_fields_set(endpoint, now=now)
             endpoint.save(update_fields=verification.REQUEST_FIELDS)
         EndpointSecret.objects.create(
@@ -173,7 +241,9 @@ def endpoint_create(
 def endpoint_update(
     *,
     endpoint: Endpoint,
+    kind=_UNSET,
     url=_UNSET,
+    target=_UNSET,
     description=_UNSET,
     event_types=_UNSET,
     max_attempts=_UNSET,
@@ -183,13 +253,24 @@ def endpoint_update(
     max_in_flight=_UNSET,
     permanent_statuses=_UNSET,
     ordered=_UNSET,
+    signing=_UNSET,
     is_active=_UNSET,
+    retry_schedule=_UNSET,
+    timeout_seconds=_UNSET,
     by: str = "api",
     now: datetime,
 ) -> Endpoint:
-    """Change only the fields given; validate them all before writing any."""
-    errors = _clean_fields(
+    """Change only the fields given; validate them all before writing any.
+
+    A broker url given without credentials keeps the stored ones only on the
+    same scheme, host and port (endpoints/broker_fields.py)."""
+    destination, errors = broker_fields.destination_change(
+        endpoint=endpoint,
+        kind=None if kind is _UNSET else kind,
         url=None if url is _UNSET else url,
+        target=None if target is _UNSET else target,
+    )
+    errors |= _clean_fields(
         event_types=None if event_types is _UNSET else event_types,
         max_attempts=None if max_attempts is _UNSET else max_attempts,
         rate_limit_per_second=None
@@ -201,13 +282,32 @@ def endpoint_update(
         permanent_statuses=None
         if permanent_statuses is _UNSET
         else list(permanent_statuses or ()),
+        signing=None if signing is _UNSET else signing,
+    )
+    to_broker = (endpoint.kind if kind in (_UNSET, None) else kind) != brokers.HTTP
+    if to_broker and permanent_statuses is not _UNSET and permanent_statuses:
+        errors["permanent_statuses"] = [broker_fields.NO_STATUSES]
+    elif to_broker and permanent_statuses is _UNSET and endpoint.permanent_statuses:
+        permanent_statuses = []  # an HTTP endpoint's, meaningless now
+    errors |= retry_policy.endpoint_policy_errors(
+        merchant=endpoint.merchant,
+        endpoint=endpoint,
+        given={
+            name: value
+            for name, value in (
+                ("retry_schedule", retry_schedule),
+                ("max_attempts", max_attempts),
+                ("timeout_seconds", timeout_seconds),
+            )
+            if value is not _UNSET
+        },
     )
     if description is not _UNSET and len(description or "") > 500:
         errors["description"] = ["At most 500 characters."]
     if errors:
         raise ValidationError(errors)
     changes = {
-        "url": url,
+        **(destination.columns() if destination else {}),
         "description": description,
         "event_types": list(dict.fromkeys(event_types))
         if event_types is not _UNSET
@@ -222,22 +322,40 @@ def endpoint_update(
         else _UNSET,
         # Read at publish: lanes already waiting drain in order either way.
         "ordered": bool(ordered) if ordered is not _UNSET else _UNSET,
+        **signing_keys.signing_columns(
+            scheme=None if signing is _UNSET else signing,
+            private_key=endpoint.signing_private_key,
+        ),
+        # None (null) clears either: the merchant's default, else the relay's.
+        "retry_schedule": retry_schedule,
+        "timeout_seconds": timeout_seconds,
     }
-    url_changed = url is not _UNSET and url != endpoint.url
+    before = broker_fields.Destination(
+        endpoint.kind, endpoint.url, endpoint.target, endpoint.broker_credentials
+    )
+    moved = destination is not None and destination != before
+    url_changed = moved and (destination.kind, destination.url) != (
+        before.kind,
+        before.url,
+    )
     # Only the fields given are written: a stale instance must not undo what
     # happened to the row since it was read (a verification, a disable).
     fields = [field for field, value in changes.items() if value is not _UNSET]
     for field in fields:
         setattr(endpoint, field, changes[field])
-    if url_changed and verification.required(endpoint.merchant):
+    if endpoint.kind != brokers.HTTP and endpoint.awaiting_verification:
+        # Nothing at a broker can answer the challenge: it would wait forever.
+        _verification_dropped(endpoint)
+        fields += ["awaiting_verification", "verification_challenge"]
+    elif url_changed and verification.required(endpoint.merchant):
         # A new URL may be anyone's: it proves itself again before it gets
         # anything, with a challenge of its own.
         verification.request_fields_set(endpoint, now=now)
         fields += verification.REQUEST_FIELDS
     with transaction.atomic():
         endpoint.save(update_fields=list(dict.fromkeys([*fields, "updated_at"])))
-        if url_changed:
-            # The failures were the old URL's: the new one starts closed.
+        if moved:
+            # The failures were the old destination's: the new one starts closed.
             endpoint_breaker_reset(endpoint_id=endpoint.pk)
         if is_active is True and not endpoint.is_active:
             endpoint_enable(endpoint=endpoint)
@@ -246,6 +364,11 @@ def endpoint_update(
                 endpoint=endpoint, reason="disabled by user", by=by, now=now
             )
     return endpoint
+
+
+def _verification_dropped(endpoint: Endpoint) -> None:
+    endpoint.awaiting_verification = False
+    endpoint.verification_challenge = None
 
 
 _DISABLE_FIELDS = [
@@ -332,10 +455,21 @@ def endpoint_delete(*, endpoint: Endpoint) -> None:
 
 
 def endpoint_rotate_secret(
-    *, endpoint: Endpoint, now: datetime
+    *, endpoint: Endpoint, now: datetime, overlap_seconds: int | None = None
 ) -> tuple[EndpointSecret, datetime]:
-    """New secret signs from now on; live older ones keep signing for the overlap."""
-    expires = now + timedelta(seconds=settings.SECRET_ROTATION_OVERLAP_SECONDS)
+    """New secret signs from now on; the previous one keeps signing for the
+    overlap (SECRET_ROTATION_OVERLAP_SECONDS unless given, 0 to
+    ROTATION_OVERLAP_MAX_SECONDS); 0 stops every older secret at once."""
+    if overlap_seconds is None:
+        overlap_seconds = settings.SECRET_ROTATION_OVERLAP_SECONDS
+    elif not 0 <= overlap_seconds <= ROTATION_OVERLAP_MAX_SECONDS:
+        raise ValidationError(
+            {
+                "overlap_seconds": "The overlap must be from 0 to "
+                f"{ROTATION_OVERLAP_MAX_SECONDS} seconds (7 days)."
+            }
+        )
+    expires = now + timedelta(seconds=overlap_seconds)
     with transaction.atomic():
         # Only the newest secret gets the overlap; any older secret still
         # alive from an earlier rotation ends now rather than lingering.

@@ -25,6 +25,7 @@ from deliveries.notifications.operational import (
 )
 from endpoints.models import Endpoint
 from endpoints.selectors import live_secrets
+from endpoints.signing_keys import v1a_verifies
 from relayproject.lib.clock import utcnow
 
 KEEP = 20
@@ -95,6 +96,16 @@ def _verify(endpoint_id: str, body: bytes, headers: dict[str, str]) -> str | Non
         except WebhookVerificationError:
             continue
         return "current secret" if index == 0 else "previous secret"
+    # An endpoint that signs with v1a alone carries no v1 to check.
+    public_key = (
+        Endpoint.objects.filter(pk=endpoint_id)
+        .values_list("signing_public_key", flat=True)
+        .first()
+    )
+    if public_key and v1a_verifies(
+        public_key, body=body, headers=headers, now=utcnow().timestamp()
+    ):
+        return "public key (v1a)"
     return None
 
 

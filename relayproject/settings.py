@@ -271,7 +271,8 @@ RELAY_SEND_TRACEPARENT = env.bool("RELAY_SEND_TRACEPARENT", default=False)
 # delivers at most DISPATCHER_CONCURRENCY / mean latency a second, so 512
 # slots, kept full by claims of 200 between which the loop does not run dry
 # (docs/pages/reference/settings.md, made from
-# relayproject/lib/settings_meanings.py). The lease formula gives 80 s for both.
+# relayproject/lib/settings_meanings.py). The lease formula gives 180 s for both
+# (two of HTTP_TIMEOUT_MAX_SECONDS and a minute: deliveries/dispatch/lease.py).
 BATCH_SIZE = env.int("BATCH_SIZE", default=200)
 HTTP_TIMEOUT_SECONDS = env.float("HTTP_TIMEOUT_SECONDS", default=10)
 DISPATCHER_CONCURRENCY = env.int("DISPATCHER_CONCURRENCY", default=512)
@@ -315,6 +316,13 @@ PERMANENT_FAILURE_STATUSES = [
 ]
 RETRY_BASE_SECONDS = env.float("RETRY_BASE_SECONDS", default=30)
 RETRY_MAX_DELAY_SECONDS = env.float("RETRY_MAX_DELAY_SECONDS", default=3600)
+# The operator's bounds on a merchant's or endpoint's own retry policy
+# (endpoints/retry_policy.py): so one tenant cannot hold a delivery, or a
+# send slot, for as long as it likes. The dispatcher's lease covers the
+# largest timeout (deliveries/dispatch/lease.py).
+RETRY_MAX_ATTEMPTS_LIMIT = env.int("RETRY_MAX_ATTEMPTS_LIMIT", default=100)
+RETRY_MAX_WINDOW_SECONDS = env.float("RETRY_MAX_WINDOW_SECONDS", default=604800)
+HTTP_TIMEOUT_MAX_SECONDS = env.float("HTTP_TIMEOUT_MAX_SECONDS", default=60)
 BREAKER_FAILURE_THRESHOLD = env.int("BREAKER_FAILURE_THRESHOLD", default=10)
 BREAKER_COOLDOWN_SECONDS = env.float("BREAKER_COOLDOWN_SECONDS", default=300)
 BREAKER_MAX_COOLDOWN_SECONDS = env.float("BREAKER_MAX_COOLDOWN_SECONDS", default=3600)
@@ -352,6 +360,18 @@ SECRET_ROTATION_OVERLAP_SECONDS = env.int(
 )
 RELAY_ALLOW_PRIVATE_DESTINATIONS = env.bool(
     "RELAY_ALLOW_PRIVATE_DESTINATIONS", default=False
+)
+# An HTTP CONNECT proxy (http://host:port) every HTTP endpoint's send tunnels
+# through (deliveries/dispatch/tunnel.py), e.g. Smokescreen or Squid in front
+# of static egress addresses; "" sends directly. Broker kinds never use it.
+RELAY_EGRESS_PROXY = env.str("RELAY_EGRESS_PROXY", default="")
+# Broker destinations (endpoints/brokers.py): the broker hosts merchants'
+# broker endpoints may publish to (host or host:port patterns, "*.example.com";
+# staff may set a merchant's own list). Empty: no broker endpoint may be used.
+RELAY_BROKER_HOSTS = env.list("RELAY_BROKER_HOSTS", default=[])
+# The broker kinds offered at all; empty turns broker destinations off.
+RELAY_BROKER_KINDS = env.list(
+    "RELAY_BROKER_KINDS", default=["rabbitmq", "nats", "redis", "mqtt"]
 )
 # Fernet keys for signing secrets at rest (endpoints/secret_storage.py): the
 # first encrypts, all decrypt. Production refuses to start without one (a

@@ -92,6 +92,16 @@ class AttemptInline(admin.TabularInline):
         rows = format_html_join(
             "", "<tr><th>{}</th><td>{}</td></tr>", attempt.request_headers or []
         )
+        if not attempt.request_url.startswith(("http://", "https://")):
+            # A broker endpoint's (deliveries/dispatch/brokers/): the headers
+            # went as message headers, and the broker's answer, which has no
+            # headers, is the response excerpt.
+            return format_html(
+                '<details class="attempt-record"><summary>Published to {}</summary>'
+                '<table class="headers">{}</table></details>',
+                attempt.request_url,
+                rows,
+            )
         answer = format_html_join(
             "", "<tr><th>{}</th><td>{}</td></tr>", attempt.response_headers or []
         )
@@ -242,7 +252,9 @@ class DeliveryColumns:
     def attempt_budget(self, delivery: Delivery) -> str:
         line = f"{delivery.attempt_count} made"
         if delivery.budget_start:
-            line += f", {delivery.attempts_in_budget} since the last replay"
+            # A replay starts the budget afresh; an egress proxy's failure
+            # is never counted in it.
+            line += f", {delivery.attempts_in_budget} counted towards max attempts"
         return line
 
     @admin.display(description="last result")

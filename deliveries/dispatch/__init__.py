@@ -44,6 +44,9 @@ Read in this order:
 - ``transport.py``   one HTTP request -> SendResult; writes nothing.
 - ``http1.py``       its HTTP/1.1 connection: the answer parsed and bounded.
 - ``pool.py``        its keep-alive connections, dialled to checked addresses.
+- ``tunnel.py``      through the egress proxy (RELAY_EGRESS_PROXY), when set:
+                     CONNECT to the checked address; its failures spend no
+                     attempt.
 - ``resolver.py``    the destination policy at send time: resolve, check, pin.
 - ``outcomes.py``    record a flush of results, fenced by the lease.
 - ``delivery_update.py`` the flush's delivery rows: each verdict's columns,

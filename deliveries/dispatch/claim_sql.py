@@ -46,7 +46,8 @@ WITH live AS MATERIALIZED (
     GROUP BY o.merchant_id
 ), ready AS (
     SELECT e.id, e.merchant_id, COALESCE(e.max_in_flight, %(cap)s) AS cap,
-        e.max_attempts,
+        -- the endpoint's, else its merchant's default (endpoints/retry_policy.py)
+        COALESCE(e.max_attempts, m.max_attempts) AS max_attempts,
         COALESCE(m.max_in_flight, %(merchant_cap)s) AS merchant_cap,
         COALESCE(m.max_in_flight, %(merchant_cap)s) - COALESCE(ml.n, 0)
             AS merchant_room,
@@ -100,7 +101,8 @@ LIMIT %(limit)s
 DUE_SHARDED = f"""
 SELECT id, merchant_id, cap, max_attempts, merchant_cap FROM (
     SELECT e.id, e.merchant_id, COALESCE(e.max_in_flight, %(cap)s) AS cap,
-        e.max_attempts,
+        -- the endpoint's, else its merchant's default (endpoints/retry_policy.py)
+        COALESCE(e.max_attempts, m.max_attempts) AS max_attempts,
         COALESCE(m.max_in_flight, %(merchant_cap)s) AS merchant_cap,
         COALESCE(m.max_in_flight, %(merchant_cap)s)
             - sum(live.n) OVER (PARTITION BY e.merchant_id) AS merchant_room,

@@ -14,11 +14,12 @@ from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import connection
+from django.db.models import F
 
 from deliveries import retry
 from deliveries.dispatch import backend, prepared
 from deliveries.dispatch.transport import SendResult
-from deliveries.models import Delivery
+from deliveries.models import Delivery, ErrorKind
 from deliveries.publish.sanitize import storable_text
 from deliveries.retry import is_success
 from relayproject.lib import citus
@@ -39,6 +40,7 @@ _COLUMNS = (
     ("succeeded_at", "timestamptz"),
     ("dead_at", "timestamptz"),
     ("next_attempt_at", "timestamptz"),
+    ("budget_spared", "integer"),
 )
 
 
@@ -97,6 +99,7 @@ def _columns(items: list[tuple[Sent, retry.Verdict]], *, now, rand) -> list[list
             f.get("succeeded_at"),
             f.get("dead_at"),
             f.get("next_attempt_at"),
+            1 if spends_no_attempt(item.result) else 0,
         ]
         for column, value in zip(columns, row, strict=True):
             column.append(value)
@@ -112,7 +115,8 @@ _UPDATE_SQL = (
     "status = v.status, claimed_by = '', claimed_until = NULL, "
     "succeeded_at = COALESCE(v.succeeded_at, d.succeeded_at), "
     "dead_at = COALESCE(v.dead_at, d.dead_at), "
-    "next_attempt_at = COALESCE(v.next_attempt_at, d.next_attempt_at) "
+    "next_attempt_at = COALESCE(v.next_attempt_at, d.next_attempt_at), "
+    "budget_start = d.budget_start + v.budget_spared "
     "FROM unnest("
     + ", ".join(f"%s::{t}[]" for _, t in _COLUMNS)
     + f") AS v({', '.join(n for n, _ in _COLUMNS)}) "
@@ -143,14 +147,21 @@ def _delivery_fields(
     if verdict == retry.Verdict.SUCCEEDED:
         fields.update(status=Delivery.Status.SUCCEEDED, succeeded_at=now)
     elif verdict == retry.Verdict.RETRY:
+        # An attempt the egress proxy failed backs off by its number, as the
+        # budget it did not spend would not grow: a proxy that stays down is
+        # asked less and less often, up to the longest delay.
+        failed = item.attempt_count + 1
+        if not spends_no_attempt(result):
+            failed -= item.budget_start
         delay = retry.next_delay(
-            failed_attempts=item.attempt_count + 1 - item.budget_start,
+            failed_attempts=failed,
             status_code=result.status_code,
             retry_after_header=result.retry_after,
             base=settings.RETRY_BASE_SECONDS,
             max_delay=settings.RETRY_MAX_DELAY_SECONDS,
             rand=rand,
             now=now,
+            schedule=item.retry_schedule,
         )
         fields.update(
             status=Delivery.Status.PENDING,
@@ -170,6 +181,8 @@ def _update_delivery(
     rand: random.Random,
 ) -> bool:
     fields = _delivery_fields(item, verdict, now=now, rand=rand)
+    if spends_no_attempt(item.result):
+        fields["budget_start"] = F("budget_start") + 1
     return bool(
         Delivery.objects.filter(
             pk=item.delivery_id,
@@ -178,6 +191,14 @@ def _update_delivery(
             claimed_until=item.lease_until,
         ).update(**fields)
     )
+
+
+def spends_no_attempt(result: SendResult) -> bool:
+    """An attempt the egress proxy failed is recorded, numbered and retried,
+    but the receiver was never reached: its budget_start moves up with its
+    attempt_count, so the attempts left (max - (count - start)) stay as
+    they were, the way a replay's fresh budget is kept."""
+    return result.error_kind == ErrorKind.PROXY_ERROR
 
 
 def error_text(result: SendResult) -> str:

@@ -31,7 +31,7 @@ class Due(NamedTuple):
 
     merchant_id: int
     cap: int  # the endpoint's max_in_flight
-    max_attempts: int | None
+    max_attempts: int | None  # the endpoint's, else its merchant's default
     merchant_cap: int  # the merchant's max_in_flight
 
 
@@ -118,10 +118,12 @@ def endpoints_with_due_work(*, now: datetime, limit: int) -> dict[str, Due]:
                 "merchant__max_in_flight", settings.MERCHANT_MAX_IN_FLIGHT
             ),
             live=Coalesce(Subquery(live), 0),
+            # The endpoint's, else its merchant's default (as claim_sql.DUE).
+            attempts_in_force=Coalesce("max_attempts", "merchant__max_attempts"),
         )
         .filter(oldest_due__isnull=False, live__lt=F("cap"))
         .order_by("oldest_due", "pk")
-        .values_list("pk", "merchant_id", "cap", "max_attempts", "merchant_cap")
+        .values_list("pk", "merchant_id", "cap", "attempts_in_force", "merchant_cap")
     )
     # SQLite (one dispatcher, a demo's worth of endpoints): the turns in Python.
     merchant_live = live_claims(None, now=now).merchants

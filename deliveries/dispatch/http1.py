@@ -69,12 +69,14 @@ class Response:
 
 class Exchange:
     """One request's connection, kept so that a caller whose deadline ran
-    out can still say whether the answer's head had arrived."""
+    out can still say whether the answer's head had arrived, or whether it
+    was still waiting for the egress proxy's tunnel (pool.py)."""
 
-    __slots__ = ("connection",)
+    __slots__ = ("connection", "tunnelling")
 
     def __init__(self) -> None:
         self.connection: Connection | None = None
+        self.tunnelling = False
 
     def status_seen(self) -> int:
         """The answer's status if its head arrived, else 0."""

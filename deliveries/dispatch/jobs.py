@@ -11,9 +11,8 @@ from django.db import connection
 
 from deliveries import signing
 from deliveries.dispatch import backend, load_sql, prepared
-from deliveries.models import Delivery, Event
+from deliveries.models import Delivery
 from deliveries.verification import body_data, challenges_of
-from endpoints.models import Endpoint
 from endpoints.selectors import live_secrets
 from relayproject.lib import citus
 
@@ -48,6 +47,22 @@ class Job:
     challenge: str = field(default="", repr=False)
     # Its ordered lane ("" unordered): its last outcome promotes the next row.
     ordering_key: str = ""
+    # A broker endpoint's (endpoints/brokers.py; "http" uses none of these):
+    # url is then the broker's, without credentials.
+    kind: str = "http"
+    target: Mapping[str, object] = field(default_factory=dict)
+    broker_credentials: str = field(default="", repr=False)
+    # The broker hosts its merchant may reach: RELAY_BROKER_HOSTS or its own.
+    broker_hosts: tuple[str, ...] = ()
+    # How it is signed (endpoints/signing_keys.py), and with v1a or both the
+    # endpoint's Ed25519 private key (whsk_...).
+    signing: str = "v1"
+    signing_key: str = field(default="", repr=False)
+    # Its retry policy in force (endpoints/retry_policy.py: its own, else its
+    # merchant's default): delays between attempts (None: the full-jitter
+    # backoff), and the per-attempt timeout (None: the sender's own).
+    retry_schedule: tuple[float, ...] | None = None
+    timeout_seconds: float | None = None
 
 
 # In the order jobs_load unpacks them.
@@ -69,6 +84,18 @@ _COLUMNS = (
     "endpoint__headers",
     "endpoint__max_in_flight",
     "endpoint__permanent_statuses",
+    "endpoint__kind",
+    "endpoint__target",
+    "endpoint__broker_credentials",
+    "endpoint__signing",
+    "endpoint__signing_private_key",
+    "endpoint__retry_schedule",
+    "endpoint__timeout_seconds",
+    # Its merchant's defaults, read in the same statement.
+    "endpoint__merchant__retry_schedule",
+    "endpoint__merchant__max_attempts",
+    "endpoint__merchant__timeout_seconds",
+    "endpoint__merchant__broker_hosts",
 )
 _EVENT = _COLUMNS.index("event__id")
 _ENDPOINT = _COLUMNS.index("endpoint__id")
@@ -130,6 +157,17 @@ def jobs_load(
         headers,
         max_in_flight,
         permanent_statuses,
+        kind,
+        target,
+        broker_credentials,
+        signing_scheme,
+        signing_key,
+        retry_schedule,
+        timeout_seconds,
+        merchant_schedule,
+        merchant_max_attempts,
+        merchant_timeout,
+        merchant_broker_hosts,
     ) in rows:
         challenge = challenges.get(delivery_id, "")
         if challenge:
@@ -158,7 +196,9 @@ def jobs_load(
                 secrets=secrets.get(endpoint_id, []),
                 attempt_count=attempt_count,
                 budget_start=budget_start,
-                max_attempts=max_attempts or settings.MAX_ATTEMPTS,
+                max_attempts=max_attempts
+                or merchant_max_attempts
+                or settings.MAX_ATTEMPTS,
                 rate_limit_per_second=rate_limit,
                 max_in_flight=max_in_flight or settings.ENDPOINT_MAX_IN_FLIGHT,
                 is_probe=delivery_id in probe_ids,
@@ -172,9 +212,40 @@ def jobs_load(
                 | frozenset(permanent_statuses or ()),
                 challenge=challenge,
                 ordering_key=ordering_key,
+                kind=kind or "http",
+                target=target or {},
+                broker_credentials=broker_credentials or "",
+                signing=signing_scheme or "v1",
+                signing_key=signing_key or "",
+                retry_schedule=_schedule(retry_schedule, merchant_schedule),
+                timeout_seconds=_timeout(timeout_seconds, merchant_timeout),
+                broker_hosts=_broker_hosts(kind, merchant_broker_hosts),
             )
         )
     return jobs
+
+
+def _schedule(own, default) -> tuple[float, ...] | None:
+    schedule = own if own is not None else default
+    return tuple(float(delay) for delay in schedule) if schedule else None
+
+
+def _timeout(own, default) -> float | None:
+    """The attempt's timeout, never past HTTP_TIMEOUT_MAX_SECONDS (the bound
+    in force now: the lease was sized by it, whatever was saved before)."""
+    timeout = own if own is not None else default
+    if timeout is None:
+        return None
+    return min(float(timeout), settings.HTTP_TIMEOUT_MAX_SECONDS)
+
+
+def _broker_hosts(kind: str, own: list[str] | None) -> tuple[str, ...]:
+    """The broker hosts a broker job may reach: its merchant's own list set
+    by staff, or RELAY_BROKER_HOSTS; none for a kind the operator does not
+    offer (the send is then refused)."""
+    if kind in (None, "", "http") or kind not in settings.RELAY_BROKER_KINDS:
+        return ()
+    return tuple(own if own is not None else settings.RELAY_BROKER_HOSTS)
 
 
 def _rows_and_secrets(
@@ -210,16 +281,18 @@ def _rows(delivery_ids: list[str], *, lease_until: datetime, **merchant) -> list
 
 # The columns of load_sql.JOB_ROWS whose field converts what the database
 # returns (JSON text, encrypted values), as the ORM form's values_list would.
+def _field_of(column: str):
+    """The model field a job column reads ("endpoint__merchant__x": Merchant.x)."""
+    path = column.split("__")
+    model = Delivery
+    for name in path[:-1]:
+        model = model._meta.get_field(name).related_model
+    return model._meta.get_field(path[-1])
+
+
 _CONVERTED = tuple(
     (n, field.from_db_value)
-    for n, field in enumerate(
-        (Event if c.startswith("event__") else Endpoint)._meta.get_field(
-            c.split("__", 1)[1]
-        )
-        if "__" in c
-        else None
-        for c in _COLUMNS
-    )
+    for n, field in enumerate(_field_of(c) if "__" in c else None for c in _COLUMNS)
     if field is not None and hasattr(field, "from_db_value")
 )
 

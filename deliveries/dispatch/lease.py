@@ -6,7 +6,11 @@ lease covers the wait and the send:
 - the queue holds at most about a batch of sendable jobs ahead of it, sent
   `concurrency` at a time, each wave taking at most HTTP_TIMEOUT_SECONDS:
   ceil(batch / concurrency) timeouts, plus one for its own send;
-- and a margin for recording, a slow database, a pause.
+- and a margin for recording, a slow database, a pause;
+- and at least two of the longest timeout an endpoint may ask for
+  (HTTP_TIMEOUT_MAX_SECONDS, endpoints/retry_policy.py) and the margin, so a
+  job of such an endpoint has time to be sent whole, and start_margin(),
+  reckoned with that timeout, never holds one back for good.
 
 It used to add BREAKER_FAILURE_THRESHOLD timeouts too (a failing endpoint is
 sent one request at a time until its breaker opens), so a threshold of
@@ -35,13 +39,20 @@ MAX_DEFAULT_SECONDS = 600.0
 
 
 def default_lease_seconds(
-    *, batch_size: int, concurrency: int, timeout: float, margin: float = MARGIN_SECONDS
+    *,
+    batch_size: int,
+    concurrency: int,
+    timeout: float,
+    longest: float | None = None,
+    margin: float = MARGIN_SECONDS,
 ) -> float:
-    """(ceil(batch / concurrency) + 1) x timeout + margin, at most
-    max(MAX_DEFAULT_SECONDS, 2 x timeout + margin)."""
+    """max((ceil(batch / concurrency) + 1) x timeout, 2 x longest) + margin,
+    at most max(MAX_DEFAULT_SECONDS, 2 x longest + margin); `longest` is the
+    longest per-attempt timeout an endpoint may have (the timeout when none)."""
+    longest = max(timeout, longest or 0.0)
     waves = math.ceil(max(1, batch_size) / max(1, concurrency)) + 1
-    cap = max(MAX_DEFAULT_SECONDS, 2 * timeout + margin)
-    return min(waves * timeout + margin, cap)
+    cap = max(MAX_DEFAULT_SECONDS, 2 * longest + margin)
+    return min(max(waves * timeout, 2 * longest) + margin, cap)
 
 
 def start_margin(*, lease_seconds: float, timeout: float, grace: float) -> float | None:

@@ -17,11 +17,12 @@ converted by that field in the caller, as the ORM would.
 from __future__ import annotations
 
 from deliveries.models import Delivery, Event
-from endpoints.models import Endpoint
+from endpoints.models import Endpoint, Merchant
 
 _D = Delivery._meta.db_table
 _V = Event._meta.db_table
 _E = Endpoint._meta.db_table
+_M = Merchant._meta.db_table
 
 # due.live_claims: delivering rows with a live lease, per endpoint, of these
 # merchants (the delivery's own merchant_id: no join).
@@ -45,16 +46,23 @@ def job_columns(d: str) -> str:
     v.id AS job_event_id, v.type, v.data, v.created_at,
     v.merchant_id AS job_merchant_id, v.traceparent,
     e.id AS job_endpoint_id, e.url, e.max_attempts, e.rate_limit_per_second,
-    e.headers, e.max_in_flight, e.permanent_statuses"""
+    e.headers, e.max_in_flight, e.permanent_statuses,
+    e.kind, e.target, e.broker_credentials, e.signing, e.signing_private_key,
+    e.retry_schedule, e.timeout_seconds,
+    m.retry_schedule AS job_m_retry_schedule, m.max_attempts AS job_m_max_attempts,
+    m.timeout_seconds AS job_m_timeout_seconds, m.broker_hosts AS job_m_broker_hosts"""
 
 
 def job_joins(d: str, *, outer: bool = False) -> str:
-    """The event and endpoint of each delivery `d` (outer: a claim's locked
-    row that was not marked has no `d` and no job)."""
+    """The event, endpoint and merchant of each delivery `d` (outer: a claim's
+    locked row that was not marked has no `d` and no job). The merchant's
+    defaults (retry policy, broker hosts) come in the same statement: on
+    Citus its table is a reference table, on every node."""
     join = "LEFT JOIN" if outer else "JOIN"
     return f"""
 {join} {_V} AS v ON v.id = {d}.event_id AND v.merchant_id = {d}.merchant_id
-{join} {_E} AS e ON e.id = {d}.endpoint_id AND e.merchant_id = {d}.merchant_id"""
+{join} {_E} AS e ON e.id = {d}.endpoint_id AND e.merchant_id = {d}.merchant_id
+{join} {_M} AS m ON m.id = e.merchant_id"""
 
 
 # jobs._rows: rows claimed earlier (probes, verifications, leases taken over)

@@ -19,14 +19,18 @@ from django.db import connection, transaction
 from deliveries import retry
 from deliveries.dispatch import backend
 from deliveries.dispatch.attempt_insert import attempts_insert
-from deliveries.dispatch.delivery_update import deliveries_update, error_text
+from deliveries.dispatch.delivery_update import (
+    deliveries_update,
+    error_text,
+    spends_no_attempt,
+)
 from deliveries.dispatch.together import sent_together
 from deliveries.dispatch.transport import SendResult
 from deliveries.lanes import Lane, lanes_advance
 from deliveries.models import ErrorKind
 from deliveries.ops import counters
 from deliveries.publish.sanitize import storable_text
-from deliveries.retry import is_success
+from deliveries.retry import is_delivered, is_success
 from deliveries.words import ANSWER_NOT_KEPT
 from endpoints import health
 from endpoints.services import endpoints_disable
@@ -59,6 +63,8 @@ class Sent:
     permanent_statuses: frozenset[int] = frozenset()
     challenge: str = field(default="", repr=False)  # a verification's (jobs.py)
     ordering_key: str = ""  # its ordered lane, "" if none (deliveries/lanes.py)
+    # Its endpoint's delays between attempts; None: the full-jitter backoff.
+    retry_schedule: tuple[float, ...] | None = None
 
 
 @dataclass
@@ -82,7 +88,9 @@ def outcomes_record(
     verdicts = {item.delivery_id: _verdict(item) for item in sent}
     with transaction.atomic():
         healths = health.health_rows_locked(
-            health.rows_to_lock(_health_outcome(item) for item in sent)
+            health.rows_to_lock(
+                _health_outcome(item) for item in sent if _says_health(item)
+            )
         )
         attempts: list[dict] = []
         gone: set[str] = set()
@@ -105,9 +113,9 @@ def outcomes_record(
                 continue
             attempts.append(_attempt_row(item, verdict, worker_id=worker_id))
             row = healths.get(item.endpoint_id)
-            if row is not None:
+            if row is not None and _says_health(item):
                 health.outcome_apply(row, _health_outcome(item), now=now)
-            else:
+            elif row is None and _says_health(item):
                 healthy_successes[item.endpoint_id] = item.merchant_id
             if verdict == retry.Verdict.GONE:
                 gone.add(item.endpoint_id)
@@ -161,6 +169,9 @@ def losable(sent: list[Sent], *, locked_health: bool) -> bool:
     return not locked_health and not any(
         item.challenge
         or item.attempt_count + 1 - item.budget_start >= item.max_attempts
+        # Locks no health row, but a failure: lost, its row's lease would run
+        # out and spend an attempt the proxy's failure was not to spend.
+        or spends_no_attempt(item.result)
         for item in sent
     )
 
@@ -227,10 +238,19 @@ def _lanes_done(
     ]
 
 
+def _says_health(item: Sent) -> bool:
+    """Whether the outcome says anything of its endpoint's health: a send the
+    egress proxy failed never reached the receiver, so it moves no breaker
+    (a probe's breaker stays half-open until its lease, then probes again)."""
+    return not spends_no_attempt(item.result)
+
+
 def _health_outcome(item: Sent) -> health.Outcome:
     return health.Outcome(
         endpoint_id=item.endpoint_id,
-        succeeded=is_success(item.result.status_code),
+        succeeded=is_delivered(
+            item.result.status_code, acknowledged=item.result.acknowledged
+        ),
         is_probe=item.is_probe,
         error=error_text(item.result),
         merchant_id=item.merchant_id,
@@ -242,6 +262,7 @@ def _verdict(item: Sent) -> retry.Verdict:
         status_code=item.result.status_code,
         error_kind=item.result.error_kind,
         permanent=item.permanent_statuses,
+        acknowledged=item.result.acknowledged,
     )
     if (
         verdict == retry.Verdict.SUCCEEDED
@@ -249,7 +270,11 @@ def _verdict(item: Sent) -> retry.Verdict:
     ):
         verdict = retry.Verdict.RETRY
     used = item.attempt_count + 1 - item.budget_start
-    if verdict == retry.Verdict.RETRY and used >= item.max_attempts:
+    if (
+        verdict == retry.Verdict.RETRY
+        and used >= item.max_attempts
+        and not spends_no_attempt(item.result)
+    ):
         return retry.Verdict.DEAD
     return verdict
 

@@ -32,12 +32,25 @@ def signed_request(
         attempt=job.attempt_count + 1,
         timestamp=str(timestamp),
         signature=signing.signature_header(
-            secrets=job.secrets, msg_id=job.event_id, timestamp=timestamp, body=job.body
+            secrets=job.secrets,
+            msg_id=job.event_id,
+            timestamp=timestamp,
+            body=job.body,
+            scheme=job.signing,
+            private_key=job.signing_key,
         ),
         traceparent=traceparent,
     )
     return OutgoingRequest(
-        url=job.url, headers=headers, body=job.body, tenant=job.merchant_id
+        url=job.url,
+        headers=headers,
+        body=job.body,
+        tenant=job.merchant_id,
+        kind=job.kind,
+        target=job.target,
+        credentials=job.broker_credentials,
+        broker_hosts=job.broker_hosts,
+        timeout=job.timeout_seconds,
     )
 
 

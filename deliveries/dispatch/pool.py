@@ -1,6 +1,8 @@
 """The sender's connections: a pool of keep-alive HTTP/1.1 connections
 (http1.Connection) per (scheme, host, port), dialled only to the addresses
-the destination policy checked (resolver.CheckedAddresses).
+the destination policy checked (resolver.CheckedAddresses). With an egress
+proxy (tunnel.py) each connection is a tunnel through it to such an address,
+and the proxy joins the pool's key.
 
 At most `limit` connections are in use at once (a send past it waits, its
 deadline running) and at most `limit` are kept idle, each closed after
@@ -20,6 +22,7 @@ from dataclasses import dataclass
 import aiohappyeyeballs
 
 from deliveries.dispatch.http1 import Connection, Exchange, Response
+from deliveries.dispatch.tunnel import Proxy, open_tunnel
 
 HAPPY_EYEBALLS_DELAY = 0.25
 
@@ -65,14 +68,16 @@ class Pool:
         body_limit: int,
         addresses: AddressLookup,
         ssl_context: ssl.SSLContext | None,
+        proxy: Proxy | None = None,
     ) -> None:
         self.limit = limit
         self.keepalive = keepalive
         self.body_limit = body_limit
         self.addresses = addresses
         self.ssl_context = ssl_context
+        self.proxy = proxy
         self._slots: asyncio.Semaphore | None = None
-        self._idle: dict[tuple[str, str, int], list[Connection]] = {}
+        self._idle: dict[tuple, list[Connection]] = {}
         self._idle_count = 0
         self._sweep: asyncio.TimerHandle | None = None
 
@@ -87,9 +92,12 @@ class Pool:
         lookup of target's host counts against tenant's (a merchant's) slots."""
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.limit)
+        # A tunnel is never taken for a direct connection, nor one through
+        # another proxy: the proxy is part of what a connection is.
+        key = target.key if self.proxy is None else (*target.key, self.proxy)
         async with self._slots:
-            connection = self._take_idle(target.key) or await self._connect(
-                target, tenant
+            connection = self._take_idle(key) or await self._connect(
+                target, tenant, exchange
             )
             exchange.connection = connection
             try:
@@ -97,7 +105,7 @@ class Pool:
             except BaseException:
                 connection.abort()  # failed, timed out or cancelled mid-answer
                 raise
-            self._give_back(target.key, connection)
+            self._give_back(key, connection)
             return response
 
     def _take_idle(self, key) -> Connection | None:
@@ -118,7 +126,9 @@ class Pool:
             connection.abort()
         return None
 
-    async def _connect(self, target: Target, tenant: Hashable) -> Connection:
+    async def _connect(
+        self, target: Target, tenant: Hashable, exchange: Exchange
+    ) -> Connection:
         loop = asyncio.get_running_loop()
         context = None
         if target.tls:
@@ -126,6 +136,8 @@ class Pool:
                 self.ssl_context = ssl.create_default_context()
             context = self.ssl_context
         addresses = await self.addresses(target.host, target.port, tenant)
+        if self.proxy is not None:
+            return await self._tunnel(target, addresses, context, exchange)
         try:
             if len(addresses) == 1:
                 host, sock = addresses[0], None
@@ -155,6 +167,31 @@ class Pool:
             raise  # the certificate or the handshake: classified by the caller
         except OSError as exc:  # refused, unreachable, reset
             raise ConnectFailed(target.host, target.port, exc) from exc
+
+    async def _tunnel(
+        self,
+        target: Target,
+        addresses: list[str],
+        context: ssl.SSLContext | None,
+        exchange: Exchange,
+    ) -> Connection:
+        """A connection through the egress proxy to the first checked address
+        it reaches; TLS inside the tunnel checks the URL's host, as direct."""
+        exchange.tunnelling = True  # a deadline that ends now is the proxy's
+        raw = await open_tunnel(self.proxy, addresses, target.port)  # type: ignore[arg-type]
+        exchange.tunnelling = False
+        connection = Connection(self.body_limit)
+        if context is None:
+            raw.set_protocol(connection)
+            connection.connection_made(raw)
+            raw.resume_reading()
+            return connection
+        # start_tls closes the tunnel itself if the handshake fails.
+        secured = await asyncio.get_running_loop().start_tls(
+            raw, connection, context, server_hostname=target.host.rstrip(".")
+        )
+        connection.connection_made(secured)  # start_tls does not call it
+        return connection
 
     def _give_back(self, key, connection: Connection) -> None:
         if not connection.reusable or connection.closed:

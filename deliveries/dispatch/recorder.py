@@ -40,7 +40,7 @@ from deliveries.dispatch.transport import SendResult
 from deliveries.dispatch.writer import Writer, Written
 from deliveries.models import ErrorKind
 from deliveries.ops import counters
-from deliveries.retry import is_success
+from deliveries.retry import is_delivered
 from endpoints import health
 from relayproject.lib.clock import Clock
 
@@ -226,7 +226,9 @@ class Recorder:
                 Tally(
                     f.job.endpoint_id
                     for f in finished
-                    if not is_success(f.result.status_code)
+                    if not is_delivered(
+                        f.result.status_code, acknowledged=f.result.acknowledged
+                    )
                 )
             )
         )
@@ -303,6 +305,7 @@ def sent_of(f: Finished) -> outcomes.Sent:
         permanent_statuses=f.job.permanent_statuses,
         challenge=f.job.challenge,
         ordering_key=f.job.ordering_key,
+        retry_schedule=f.job.retry_schedule,
     )
 
 

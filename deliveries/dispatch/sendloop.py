@@ -37,7 +37,7 @@ from deliveries.dispatch.lanes import Lanes
 from deliveries.dispatch.outgoing import recorded_headers, signed_request
 from deliveries.dispatch.transport import OutgoingRequest, Sender, SendResult
 from deliveries.models import ErrorKind
-from deliveries.retry import is_success
+from deliveries.retry import is_delivered
 from relayproject.lib.clock import Clock
 from relayproject.lib.tracing import spans_made
 
@@ -341,18 +341,20 @@ class SendLoop:
             # asyncio.timeout around every await): a second timer per send
             # would only cost (two timers were 7 % of the loop's Python).
             return await self.sender.send(request)
+        # The endpoint's own timeout when it has one, longer or shorter.
+        timeout = request.timeout or self.timeout
         began = self.clock.monotonic()
         try:
-            async with asyncio.timeout(self.timeout + DEADLINE_GRACE_SECONDS):
+            async with asyncio.timeout(timeout + DEADLINE_GRACE_SECONDS):
                 return await self.sender.send(request)
         except TimeoutError:
             return SendResult(
                 None,
                 (self.clock.monotonic() - began) * 1000,
                 ErrorKind.TIMEOUT,
-                f"the attempt overran its {self.timeout:g} s deadline",
+                f"the attempt overran its {timeout:g} s deadline",
             )
 
 
 def _failed(result: SendResult) -> bool:
-    return not is_success(result.status_code)
+    return not is_delivered(result.status_code, acknowledged=result.acknowledged)

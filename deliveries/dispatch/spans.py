@@ -20,6 +20,7 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from deliveries import retry
+from endpoints import brokers
 from relayproject.lib.tracing import links_to, tracer
 
 
@@ -34,12 +35,15 @@ def url_without_query(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
-def attempt_outcome(job, *, status_code: int | None, error_kind: str) -> str:
+def attempt_outcome(
+    job, *, status_code: int | None, error_kind: str, acknowledged: bool = False
+) -> str:
     """What this attempt means for its delivery (before fencing)."""
     verdict = retry.classify(
         status_code=status_code,
         error_kind=error_kind or None,
         permanent=job.permanent_statuses,
+        acknowledged=acknowledged,
     )
     used = job.attempt_count + 1 - job.budget_start
     if verdict == retry.Verdict.RETRY and used >= job.max_attempts:
@@ -66,11 +70,17 @@ def send_span_start(job) -> Span:
     """Start (not enter) the attempt's span; send_span_end() ends it."""
     links = links_to([job.traceparent]) if job.traceparent else []
     parts = urlsplit(job.url)
-    attributes = {
-        "http.request.method": "POST",
-        "url.full": url_without_query(job.url),
-        "server.address": parts.hostname or "",
-        "server.port": parts.port or (443 if parts.scheme == "https" else 80),
+    if job.kind == brokers.HTTP:
+        name = "POST"
+        attributes = {
+            "http.request.method": "POST",
+            "url.full": url_without_query(job.url),
+            "server.address": parts.hostname or "",
+            "server.port": parts.port or (443 if parts.scheme == "https" else 80),
+        }
+    else:
+        name, attributes = _publish_attributes(job, parts)
+    attributes |= {
         "relay.delivery_id": job.delivery_id,
         "relay.event_id": job.event_id,
         "relay.endpoint_id": job.endpoint_id,
@@ -83,7 +93,7 @@ def send_span_start(job) -> Span:
     # A root of its own (an empty parent context), whatever span the loop's
     # thread happens to be in: one attempt, one trace, linked to the publish.
     return tracer.start_span(
-        "POST",
+        name,
         context=Context(),
         kind=SpanKind.CLIENT,
         attributes=attributes,
@@ -95,7 +105,10 @@ def send_span_end(span: Span, job, result) -> None:
     """Status, error type and outcome of the attempt, then end the span."""
     if span.is_recording():
         outcome = attempt_outcome(
-            job, status_code=result.status_code, error_kind=result.error_kind
+            job,
+            status_code=result.status_code,
+            error_kind=result.error_kind,
+            acknowledged=result.acknowledged,
         )
         span.set_attribute("relay.outcome", outcome)
         span.set_attribute("relay.duration_ms", round(result.duration_ms, 3))
@@ -110,6 +123,34 @@ def send_span_end(span: Span, job, result) -> None:
             span.set_attribute("error.type", error_type)
             span.set_status(Status(StatusCode.ERROR))
     span.end()
+
+
+# OpenTelemetry's messaging conventions: the destination each kind names.
+_DESTINATION = {
+    brokers.RABBITMQ: "exchange",
+    brokers.NATS: "subject",
+    brokers.REDIS: "stream",
+    brokers.MQTT: "topic",
+}
+
+
+def _publish_attributes(job, parts) -> tuple[str, dict]:
+    """A broker attempt's span: "send <destination>" with messaging.* attributes."""
+    destination = str(job.target.get(_DESTINATION.get(job.kind, ""), ""))
+    default_port = brokers.SCHEMES.get(job.kind, {}).get(parts.scheme, (0, False))[0]
+    attributes = {
+        "messaging.system": job.kind,
+        "messaging.operation.type": "send",
+        "messaging.destination.name": destination,
+        "server.address": parts.hostname or "",
+        "server.port": parts.port or default_port,
+        "url.full": url_without_query(job.url),
+    }
+    if job.kind == brokers.RABBITMQ:
+        attributes["messaging.rabbitmq.destination.routing_key"] = str(
+            job.target.get("routing_key", "")
+        )
+    return f"send {destination}".rstrip(), attributes
 
 
 def traceparent_header(span: Span) -> str:

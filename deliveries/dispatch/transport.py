@@ -18,13 +18,13 @@ import functools
 import resource
 import ssl
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from yarl import URL
 
-from deliveries.dispatch import http1, pool
+from deliveries.dispatch import http1, pool, tunnel
 from deliveries.dispatch.resolver import (
     DNS_TIMEOUT_SECONDS,
     CheckedAddresses,
@@ -55,6 +55,17 @@ class OutgoingRequest:
     # Whose send this is (the merchant's id): its DNS lookups are bounded per
     # tenant, so one merchant's stalled DNS cannot delay another's sends.
     tenant: int | None = None
+    # A broker endpoint's (endpoints/brokers.py): the kind, its target, the
+    # broker URL's user:password (url keeps the rest; never recorded or
+    # logged) and the broker hosts the send may reach (RELAY_BROKER_HOSTS or
+    # the merchant's own list). An http request uses none of them.
+    kind: str = "http"
+    target: Mapping[str, object] = field(default_factory=dict)
+    credentials: str = field(default="", repr=False)
+    broker_hosts: tuple[str, ...] = ()
+    # The endpoint's own per-attempt timeout (its retry policy, bounded by
+    # HTTP_TIMEOUT_MAX_SECONDS); None: the sender's.
+    timeout: float | None = None
 
 
 @dataclass(frozen=True)
@@ -69,6 +80,10 @@ class SendResult:
     # What was sent, as recorded (sendloop.recorded_request): secrets redacted.
     request_url: str = ""
     request_headers: tuple[tuple[str, str], ...] = ()
+    # A broker took the message (a publisher confirm, a JetStream PubAck,
+    # XADD's id, a PUBACK): delivered, with no HTTP status. body_excerpt says
+    # what the broker answered.
+    acknowledged: bool = False
 
 
 class Sender(Protocol):
@@ -134,6 +149,10 @@ class AsyncSender:
         # Times the request within its asyncio.timeout; run_dispatcher gives
         # it the dispatcher's clock, tests may give theirs.
         monotonic: Callable[[], float] = time.monotonic,
+        # RELAY_EGRESS_PROXY: every connection tunnels through this CONNECT
+        # proxy (tunnel.py); "" connects directly. A malformed URL raises
+        # ValueError here, before anything is sent.
+        proxy: str = "",
     ) -> None:
         self.timeout = timeout
         self.body_limit = body_limit
@@ -154,6 +173,7 @@ class AsyncSender:
             # Always verified, with the URL's host as the name checked and sent
             # as SNI; None is the system's default context, made on first use.
             ssl_context=ssl_context,
+            proxy=tunnel.proxy_from_url(proxy),
         )
 
     async def close(self) -> None:
@@ -176,13 +196,19 @@ class AsyncSender:
         except ValueError as exc:  # a header that would break the framing
             return result(ErrorKind.CONNECTION, f"not sent: {exc}")
         exchange = http1.Exchange()
+        timeout = request.timeout or self.timeout
         try:
-            async with asyncio.timeout(self.timeout):
+            async with asyncio.timeout(timeout):
                 response = await self._pool.post(
                     target, framed, exchange, request.tenant
                 )
         except TimeoutError:
-            return result(ErrorKind.TIMEOUT, self._late(exchange.status_seen()))
+            if exchange.tunnelling:
+                return result(
+                    ErrorKind.PROXY_ERROR,
+                    f"the egress proxy gave no tunnel within {timeout:g} s",
+                )
+            return result(ErrorKind.TIMEOUT, _late(exchange.status_seen(), timeout))
         except asyncio.CancelledError:
             raise
         except destinations.DestinationRefused as refused:  # by the address check
@@ -198,13 +224,11 @@ class AsyncSender:
             response_headers=kept_headers(headers),
         )
 
-    def _late(self, status: int) -> str:
-        if status:
-            return (
-                f"status {status}, but the body did not arrive "
-                f"within {self.timeout:g} s"
-            )
-        return f"no complete response head within {self.timeout:g} s"
+
+def _late(status: int, timeout: float) -> str:
+    if status:
+        return f"status {status}, but the body did not arrive within {timeout:g} s"
+    return f"no complete response head within {timeout:g} s"
 
 
 @functools.lru_cache(maxsize=4096)
@@ -270,6 +294,8 @@ def _refusal_kind(refused: destinations.DestinationRefused) -> str:
 
 
 def _error_kind(exc: Exception) -> str:
+    if isinstance(exc, tunnel.ProxyFailed):  # before the tunnel was up
+        return ErrorKind.PROXY_ERROR
     if isinstance(exc, ssl.SSLError):  # the certificate check among them
         return ErrorKind.TLS
     if isinstance(exc, http1.ResponseError):
@@ -291,6 +317,6 @@ def _short(exc: BaseException) -> str:
     if isinstance(exc, ssl.SSLError):
         reason = getattr(exc, "verify_message", None) or exc.reason or str(exc)
         return f"the TLS handshake failed: {reason}"[:500]
-    if isinstance(exc, http1.Disconnected):
+    if isinstance(exc, http1.Disconnected | tunnel.ProxyFailed):
         return str(exc)
     return f"{type(exc).__name__}: {exc}"[:500]

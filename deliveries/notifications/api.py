@@ -21,6 +21,7 @@ from endpoints.schemas import (
     EndpointOut,
     EndpointPage,
     EndpointPatch,
+    RotateSecretIn,
     SecretRotated,
 )
 from relayproject.lib.clock import utcnow
@@ -125,10 +126,15 @@ def operational_endpoint_delete(request: HttpRequest, endpoint_id: str):
     response={200: SecretRotated, **ERRORS},
     summary="Rotate an operational-events endpoint's secret",
 )
-def operational_endpoint_rotate_secret(request: HttpRequest, endpoint_id: str):
-    """New secret now; the previous one keeps signing until previous_expires_at."""
+def operational_endpoint_rotate_secret(
+    request: HttpRequest, endpoint_id: str, payload: RotateSecretIn | None = None
+):
+    """New secret now; the previous one keeps signing until previous_expires_at
+    (now, when overlap_seconds is 0)."""
     endpoint = _get(request, endpoint_id)
     secret, expires = endpoint_services.endpoint_rotate_secret(
-        endpoint=endpoint, now=utcnow()
+        endpoint=endpoint,
+        now=utcnow(),
+        overlap_seconds=payload.overlap_seconds if payload else None,
     )
     return {"secret": secret.secret, "previous_expires_at": expires}

@@ -16,12 +16,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from django.conf import settings
-
 from deliveries.models import Delivery
 from deliveries.words import SENT_WHEN_ROOM, attempt_progress
 from endpoints import ratelimit
 from endpoints.models import Endpoint, EndpointHealth
+from endpoints.retry_policy import policy_in_force
 
 
 class HeldKind(StrEnum):
@@ -204,7 +203,7 @@ def delivery_held(*, delivery: Delivery, now: datetime) -> Held | None:
     if delivery.next_attempt_at > now:
         at = when(delivery.next_attempt_at, now=now)
         if delivery.attempts_in_budget:
-            most = endpoint.max_attempts or settings.MAX_ATTEMPTS
+            most = policy_in_force(endpoint).max_attempts
             progress = attempt_progress(
                 attempts_used=delivery.attempts_in_budget, max_attempts=most
             )

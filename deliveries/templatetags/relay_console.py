@@ -7,6 +7,8 @@ import re
 from django import template
 from django.urls import reverse
 
+from endpoints.retry_policy import policy_in_force
+
 register = template.Library()
 
 _ID = re.compile(r"\b(ep|dlv)_[0-9a-z]+\b")
@@ -33,9 +35,7 @@ def alert_link(alert) -> str:
 def attempts_of(delivery) -> str:
     """E.g. "3 of 10": attempts spent of this round's budget; after a replay,
     which starts a fresh budget, also the attempts made in all."""
-    from django.conf import settings
-
-    budget = delivery.endpoint.max_attempts or settings.MAX_ATTEMPTS
+    budget = policy_in_force(delivery.endpoint).max_attempts
     spent = delivery.attempts_in_budget
     words = f"{spent} of {budget}"
     if delivery.attempt_count != spent:

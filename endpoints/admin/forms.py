@@ -1,5 +1,6 @@
-"""The event type form of the staff console: the API's checks, and JSON
-bounded in depth (its parser, encoder and the admin's templates recurse)."""
+"""The staff console's forms: the event type form with the API's checks, the
+merchant form's broker host list, and JSON bounded in depth (its parser,
+encoder and the admin's templates recurse)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ from django import forms
 from django.conf import settings
 from django.forms.fields import InvalidJSONInput
 
+from endpoints import retry_policy
+from endpoints.brokers import patterns_errors
 from endpoints.catalogue import fields_errors as catalogue_field_errors
-from endpoints.models import EventType
+from endpoints.models import EventType, Merchant
 from relayproject.lib.jsonlimits import depth_message, json_depth
 
 
@@ -75,4 +78,43 @@ class EventTypeForm(forms.ModelForm):
         for field, problems in errors.items():
             for problem in problems:
                 self.add_error(field, problem)
+        return cleaned
+
+
+class MerchantForm(forms.ModelForm):
+    """A merchant's overrides; its broker host list is checked as the
+    dispatcher reads it (endpoints/brokers.py), the error beside the field."""
+
+    broker_hosts = BoundedJSONField(
+        max_depth=_event_depth,
+        required=False,
+        help_text=Merchant._meta.get_field("broker_hosts").help_text,
+    )
+
+    class Meta:
+        model = Merchant
+        # Every field, as the admin's default form: a list here would become
+        # the page's (ModelAdmin reads the form's fields).
+        fields = "__all__"  # noqa: DJ007
+
+    def clean_broker_hosts(self):
+        hosts = self.cleaned_data.get("broker_hosts")
+        if hosts is not None and (problem := patterns_errors(hosts)):
+            raise forms.ValidationError(f"{problem[:1].upper()}{problem[1:]}.")
+        return hosts
+
+    def clean(self):
+        """The retry defaults against the operator's bounds, as the API
+        checks them (endpoints/retry_policy.py), each error beside its field."""
+        cleaned = super().clean()
+        given = {
+            field: cleaned.get(field)
+            for field in retry_policy.FIELDS
+            if field in self.changed_data and field not in self.errors
+        }
+        if given:
+            existing = self.instance if self.instance.pk else None
+            found = retry_policy.merchant_defaults_errors(existing, given)
+            for field, messages in found.items():
+                self.add_error(field, messages)
         return cleaned

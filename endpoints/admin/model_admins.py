@@ -13,8 +13,8 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
 
-from endpoints import quotas
-from endpoints.admin.forms import EventTypeForm
+from endpoints import broker_fields, brokers, quotas
+from endpoints.admin.forms import EventTypeForm, MerchantForm
 from endpoints.admin.memberships import MembershipGrantsLogged, MembershipInline
 from endpoints.admin.ordering import OrderingActions
 from endpoints.admin.present import (
@@ -50,6 +50,7 @@ from endpoints.words import state_label
 
 @admin.register(Merchant)
 class MerchantAdmin(MembershipGrantsLogged, admin.ModelAdmin):
+    form = MerchantForm
     list_display = (
         "slug",
         "name",
@@ -61,7 +62,7 @@ class MerchantAdmin(MembershipGrantsLogged, admin.ModelAdmin):
     list_filter = ("is_active",)
     search_fields = ("slug", "name")
     # The overrides are fields of the form; these show what is enforced.
-    readonly_fields = ("sends_at_once", "quotas_shown")
+    readonly_fields = ("sends_at_once", "quotas_shown", "broker_hosts_shown")
     inlines = (MembershipInline,)
 
     @admin.display(description="quotas in force")
@@ -70,6 +71,20 @@ class MerchantAdmin(MembershipGrantsLogged, admin.ModelAdmin):
             "<ul>{}</ul>",
             format_html_join("", "<li><b>{}</b>: {}</li>", quotas_in_force(merchant)),
         )
+
+    @admin.display(description="broker hosts (in force)")
+    def broker_hosts_shown(self, merchant: Merchant) -> str:
+        hosts = broker_fields.broker_hosts_in_force(merchant)
+        source = (
+            "set for this merchant"
+            if merchant.broker_hosts is not None
+            else "the RELAY_BROKER_HOSTS setting"
+        )
+        if not broker_fields.kinds_offered():
+            return "none: broker destinations are turned off (RELAY_BROKER_KINDS)"
+        if not hosts:
+            return f"none: no broker endpoint may be used ({source})"
+        return f"{', '.join(hosts)} ({source})"
 
     @admin.display(description="sends at once (in force)")
     def sends_at_once(self, merchant: Merchant) -> str:
@@ -213,6 +228,7 @@ class EndpointAdmin(
     )
     list_select_related = ("merchant", "health")
     list_filter = (
+        "kind",
         "is_active",
         "awaiting_verification",
         "ordered",
@@ -226,7 +242,10 @@ class EndpointAdmin(
     fields = readonly_fields = (
         "id",
         "merchant",
-        "url",
+        "kind",
+        "url_shown",
+        "target_shown",
+        "credentials_shown",
         "description",
         "event_types",
         "is_active",
@@ -239,10 +258,14 @@ class EndpointAdmin(
         "verified_by",
         "verification_requested_at",
         "max_attempts",
+        "retry_schedule",
+        "timeout_seconds",
         "rate_limit_per_second",
         "max_in_flight",
         "permanent_statuses",
         "ordered",
+        "signing",
+        "signing_public_key",  # the private key: write-only, never shown
         "created_at",
         "updated_at",
         "health_summary",
@@ -260,11 +283,29 @@ class EndpointAdmin(
 
     @admin.display(description="url", ordering="url")
     def url_cut(self, endpoint: Endpoint) -> str:
+        shown = url_cut(self.url_shown(endpoint))
         if not endpoint.description:
-            return url_cut(endpoint.url)
-        return format_html(
-            '{}<span class="sub">{}</span>', url_cut(endpoint.url), endpoint.description
+            return shown
+        return format_html('{}<span class="sub">{}</span>', shown, endpoint.description)
+
+    @admin.display(description="url")
+    def url_shown(self, endpoint: Endpoint) -> str:
+        """As the API answers it: a broker's password as *** (never in clear)."""
+        return brokers.broker_url_shown(endpoint.url, endpoint.broker_credentials)
+
+    @admin.display(description="target")
+    def target_shown(self, endpoint: Endpoint) -> str:
+        if endpoint.kind == brokers.HTTP:
+            return "none (an HTTP endpoint posts to its URL)"
+        return "; ".join(
+            f"{name}: {value!r}" for name, value in endpoint.target.items()
         )
+
+    @admin.display(description="broker credentials")
+    def credentials_shown(self, endpoint: Endpoint) -> str:
+        if endpoint.broker_credentials:
+            return "set (write-only: the URL shows the password as ***)"
+        return "none"
 
     @admin.display(description="state", ordering="health__breaker_state")
     def breaker_state(self, endpoint: Endpoint) -> str:

@@ -117,12 +117,17 @@ def url_cut(url: str) -> SafeString:
         "{}",
         ((piece,) for piece in shown[len(origin) :].split("/")),
     )
-    return format_html(
-        '<span class="url-cut" title="{}"><span class="host">{}</span>{}</span>',
-        url,
-        origin,
-        path,
+    # A broker URL's user (its password shown as ***) may wrap after its "@":
+    # the host itself stays whole.
+    user, at, host = origin.rpartition("@")
+    hosts = (
+        format_html(
+            '<span class="host">{}@</span><wbr><span class="host">{}</span>', user, host
+        )
+        if at
+        else format_html('<span class="host">{}</span>', origin)
     )
+    return format_html('<span class="url-cut" title="{}">{}{}</span>', url, hosts, path)
 
 
 def ms(value: float | None) -> str:

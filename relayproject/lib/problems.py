@@ -79,10 +79,11 @@ def problem_response(
 def errors_from_message_dict(
     message_dict: dict[str, Sequence[str]], *, prefix: Sequence[str | int] = ("body",)
 ) -> list[dict]:
-    """A django ValidationError's fields as problem errors (NON_FIELD -> the body)."""
+    """A django ValidationError's fields as problem errors (NON_FIELD -> the body;
+    "target.exchange" -> [..., "target", "exchange"], as pydantic nests them)."""
     errors = []
     for field, messages in message_dict.items():
-        loc = [*prefix] if field == "__all__" else [*prefix, field]
+        loc = [*prefix] if field == "__all__" else [*prefix, *field.split(".")]
         errors.extend({"loc": loc, "msg": m} for m in messages)
     return errors
 

@@ -122,7 +122,24 @@ MEANINGS: dict[str, str] = {
         "after n failed attempts the next waits uniform(0, "
         "min(`RETRY_MAX_DELAY_SECONDS`, this x 2^n)): full-jitter backoff"
     ),
-    "RETRY_MAX_DELAY_SECONDS": "the longest wait between two attempts; also caps `Retry-After`",
+    "RETRY_MAX_DELAY_SECONDS": (
+        "the longest wait between two attempts of the full-jitter backoff; also "
+        "caps `Retry-After` (an explicit `retry_schedule` may wait longer, "
+        "within `RETRY_MAX_WINDOW_SECONDS`)"
+    ),
+    "RETRY_MAX_ATTEMPTS_LIMIT": (
+        "the most `max_attempts` a merchant or endpoint may set; past it a 422 "
+        "naming this setting"
+    ),
+    "RETRY_MAX_WINDOW_SECONDS": (
+        "the longest total retry window a merchant or endpoint may set: the "
+        "sum of the waits between its `max_attempts` attempts (under the "
+        "full-jitter backoff, their caps); past it a 422 naming this setting"
+    ),
+    "HTTP_TIMEOUT_MAX_SECONDS": (
+        "the largest per-attempt `timeout_seconds` a merchant or endpoint may "
+        "set; the dispatcher's default lease covers it"
+    ),
     "BREAKER_FAILURE_THRESHOLD": "consecutive failed attempts that open an endpoint's breaker",
     "BREAKER_COOLDOWN_SECONDS": "how long an opened breaker waits before its probe",
     "BREAKER_MAX_COOLDOWN_SECONDS": "the cooldown doubles after each failed probe, up to this",
@@ -173,6 +190,23 @@ MEANINGS: dict[str, str] = {
     "RELAY_ALLOW_PRIVATE_DESTINATIONS": (
         "true lets endpoints point at loopback and private addresses "
         "(development and tests only; `make run` sets it)"
+    ),
+    "RELAY_EGRESS_PROXY": (
+        "an HTTP CONNECT proxy, http://host:port (user:password@ allowed), "
+        "that every HTTP endpoint's send tunnels through, e.g. Smokescreen or "
+        "Squid in front of static egress addresses; the relay still checks "
+        "each receiver's address itself, and a proxy failure spends no "
+        "attempt; empty sends directly"
+    ),
+    "RELAY_BROKER_HOSTS": (
+        "comma-separated broker hosts that broker endpoints (RabbitMQ, NATS, "
+        "Redis, MQTT) may publish to, as host, host:port or *.domain "
+        "patterns; a private address only where it is listed itself; empty "
+        "allows no broker endpoint (staff may list a merchant's own)"
+    ),
+    "RELAY_BROKER_KINDS": (
+        "comma-separated broker kinds offered (rabbitmq, nats, redis, mqtt); "
+        "empty turns broker destinations off everywhere"
     ),
     "RELAY_ENCRYPTION_KEYS": (
         "comma-separated Fernet keys for signing secrets and custom header "

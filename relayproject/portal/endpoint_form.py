@@ -1,21 +1,32 @@
 """The endpoint form (create and edit): its fields, the ones folded under
-*Advanced*, and the built-in test receiver as a choice beside the URL."""
+*Advanced*, the built-in test receiver as a choice beside the URL, and the
+destination kinds (endpoint_kinds.py): a picker on the create form, and the
+fields of each kind, of which only the chosen kind's are read."""
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 
 from django import forms
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
+from endpoints import brokers, signing_keys
 from endpoints.custom_headers import normalised
 from endpoints.filtering import MAX_DEPTH
+from relayproject.portal import endpoint_kinds
 from relayproject.portal.forms import split_types
 
 
 class EndpointForm(forms.Form):
+    kind = forms.ChoiceField(
+        label="Send events to",
+        required=False,
+        widget=forms.RadioSelect,
+        error_messages={"invalid_choice": "This kind of destination is not offered."},
+    )
     url = forms.CharField(
         label="URL",
         max_length=2000,
@@ -77,13 +88,13 @@ class EndpointForm(forms.Form):
         widget=forms.Textarea(
             attrs={"rows": 3, "placeholder": "Authorization: Bearer …"}
         ),
-        help_text="One 'Name: value' per line, up to 20; sent with every request.",
+        help_text="One 'Name: value' per line, up to 20; sent with every delivery.",
     )
     max_in_flight = forms.IntegerField(
         label="Sent at once, at most",
         required=False,
         help_text=(
-            "Requests sent at once to this endpoint. Empty: the relay's default."
+            "Deliveries sent at once to this endpoint. Empty: the relay's default."
         ),
     )
 
@@ -106,6 +117,14 @@ class EndpointForm(forms.Form):
             "block the rest). Applies to events published from now on."
         ),
     )
+    signing = forms.ChoiceField(
+        label="Signatures",
+        choices=[(s, signing_keys.SCHEME_LABELS[s]) for s in signing_keys.SCHEMES],
+        initial=signing_keys.V1,
+        required=False,  # a form posted without it keeps what the endpoint has
+        help_text="v1a needs no shared secret: your receiver checks it with the "
+        "endpoint's public key, shown on its page and in the merchant's key set.",
+    )
 
     def __init__(
         self,
@@ -113,14 +132,50 @@ class EndpointForm(forms.Form):
         seen_types: list[str],
         existing_headers: dict[str, str] | None = None,
         offer_test_receiver: bool = False,
+        kinds: Sequence[str] = (brokers.HTTP,),
+        kind: str = brokers.HTTP,
+        merchant=None,
+        stored_user: str | None = None,
+        password_set: bool = False,
         **kwargs,
     ) -> None:
+        """kinds: those the picker offers (the endpoint's own alone on an edit);
+        kind: the one whose fields are shown and read; stored_user and
+        password_set: what an edited broker endpoint has (None: no credentials)."""
         super().__init__(*args, **kwargs)
-        if offer_test_receiver:
+        self.kinds = list(kinds)
+        self.kind_chosen = kind
+        self.stored_user = stored_user
+        self.password_set = password_set
+        if len(self.kinds) > 1:
+            self.fields["kind"].choices = [
+                (k, brokers.KIND_LABELS[k]) for k in self.kinds
+            ]
+        else:
+            del self.fields["kind"]
+        if brokers.HTTP not in self.kinds:
+            for name in endpoint_kinds.kind_fields(brokers.HTTP):
+                del self.fields[name]
+        self.fields.update(
+            endpoint_kinds.form_fields(kinds=self.kinds, chosen=kind, merchant=merchant)
+        )
+        if password_set:
+            self.fields["broker_password"].help_text = (
+                "A password is set; leave empty to keep it. It is kept while the "
+                "broker's scheme, host and port stay the same: another broker "
+                "needs it typed again."
+            )
+        if self.is_bound and self.data.get("broker_password"):
+            # A bound form is shown again only when it was not saved.
+            self.fields["broker_password"].help_text = (
+                "Not saved: type the password again. A typed password is never "
+                "sent back to the page."
+            )
+        if offer_test_receiver and "url" in self.fields:
             # Either the URL or the test receiver: clean() asks for one.
             self.fields["url"].required = False
         else:
-            del self.fields["test_receiver"]
+            self.fields.pop("test_receiver", None)
         # Header values are write-only: the form knows them to keep them, and
         # only names ever reach the page.
         self.existing_headers = dict(existing_headers or {})
@@ -135,8 +190,12 @@ class EndpointForm(forms.Form):
             )
         else:
             del self.fields["remove_headers"]
+        if len(self.kinds) > 1 or brokers.HTTP not in self.kinds:
+            self.fields[
+                "headers"
+            ].help_text += " A broker gets them as message headers."
         # The defaults and the policy as they are now, not at import time.
-        if not settings.RELAY_ALLOW_PRIVATE_DESTINATIONS:
+        if "url" in self.fields and not settings.RELAY_ALLOW_PRIVATE_DESTINATIONS:
             self.fields["url"].help_text = (
                 "Where we POST events. Addresses on private networks (loopback, "
                 "10.x, 192.168.x, cloud metadata) are refused."
@@ -145,7 +204,7 @@ class EndpointForm(forms.Form):
             "max_attempts"
         ].help_text = f"Empty: the relay's default, {settings.MAX_ATTEMPTS}."
         self.fields["max_in_flight"].help_text = (
-            "Requests sent at once to this endpoint. Empty: the relay's default, "
+            "Deliveries sent at once to this endpoint. Empty: the relay's default, "
             f"{settings.ENDPOINT_MAX_IN_FLIGHT}."
         )
         self.fields["known_event_types"].choices = [(t, t) for t in seen_types]
@@ -175,7 +234,21 @@ class EndpointForm(forms.Form):
                 str(s) for s in endpoint.permanent_statuses or ()
             ),
             "ordered": endpoint.ordered,
+            "signing": endpoint.signing,
+            **endpoint_kinds.initial_for(endpoint),
         }
+
+    @classmethod
+    def picked(cls, data, **kwargs) -> EndpointForm:
+        """The form as typed, unbound so no error shows yet: after the kind
+        picker's own button (no script), with the picked kind's fields."""
+        bound = cls(data, **kwargs)
+        initial = {
+            name: field.widget.value_from_datadict(data, {}, bound.add_prefix(name))
+            for name, field in bound.fields.items()
+            if name != "broker_password"
+        }
+        return cls(initial=initial, **kwargs)
 
     # Shown folded under "Advanced": most endpoints never set them.
     ADVANCED = (
@@ -187,11 +260,27 @@ class EndpointForm(forms.Form):
         "max_in_flight",
         "permanent_statuses",
         "ordered",
+        "signing",
     )
 
     @property
+    def _of_some_kinds(self) -> set[str]:
+        """The fields only some kinds have (the picker's groups)."""
+        names = {"kind"}
+        for kind in self.kinds:
+            names.update(endpoint_kinds.kind_fields(kind))
+        return names
+
+    @property
     def basic_fields(self) -> list:
-        return [f for f in self if f.name not in self.ADVANCED]
+        skip = self._of_some_kinds.union(self.ADVANCED)
+        return [f for f in self if f.name not in skip]
+
+    @property
+    def kind_groups(self) -> list[endpoint_kinds.KindGroup]:
+        return endpoint_kinds.kind_groups(
+            self, kinds=self.kinds, chosen=self.kind_chosen
+        )
 
     @property
     def advanced_fields(self) -> list:
@@ -201,7 +290,12 @@ class EndpointForm(forms.Form):
     def advanced_open(self) -> bool:
         """Unfolded when one of them has an error or a value: nothing set or
         wrong is hidden."""
+        ignored = self._of_some_kinds - set(
+            endpoint_kinds.kind_fields(self.kind_chosen)
+        )
         for field in self.advanced_fields:
+            if field.name in ignored:
+                continue
             value = field.value()
             if field.errors or (value not in (None, "", [], False)):
                 return True
@@ -209,7 +303,19 @@ class EndpointForm(forms.Form):
 
     def clean(self):
         data = super().clean()
-        if "test_receiver" in self.fields:
+        # The other kinds' fields are on the page for the picker's script
+        # only: what they hold is neither checked nor read.
+        mine = set(endpoint_kinds.kind_fields(self.kind_chosen))
+        for name in self._of_some_kinds - mine - {"kind"}:
+            self.errors.pop(name, None)
+            data.pop(name, None)
+        if self.kind_chosen != brokers.HTTP:
+            for name, message in endpoint_kinds.broker_errors(
+                data, stored_user=self.stored_user, password_set=self.password_set
+            ).items():
+                if name not in self.errors:
+                    self.add_error(name, message)
+        elif "test_receiver" in self.fields:
             if data.get("test_receiver"):
                 data["url"] = ""  # the view points it at the receiver
             elif not data.get("url") and "url" not in self.errors:
@@ -271,8 +377,18 @@ class EndpointForm(forms.Form):
 
     def service_kwargs(self) -> dict:
         data = self.cleaned_data
+        kind = self.kind_chosen
+        if kind == brokers.HTTP:
+            destination = {
+                "url": data["url"],
+                "permanent_statuses": data["permanent_statuses"],
+            }
+        else:
+            destination = endpoint_kinds.broker_kwargs(
+                kind, data, stored_user=self.stored_user
+            )
         return {
-            "url": data["url"],
+            **destination,
             "description": data["description"],
             "event_types": list(data["known_event_types"])
             + split_types(data["event_types"]),
@@ -281,12 +397,12 @@ class EndpointForm(forms.Form):
             "filter": data["filter"],
             "headers": self._headers_kept_and_written(),
             "max_in_flight": data["max_in_flight"],
-            "permanent_statuses": data["permanent_statuses"],
             "ordered": data["ordered"],
+            **({"signing": data["signing"]} if data["signing"] else {}),
         }
 
     def add_service_errors(self, error: ValidationError) -> None:
-        for field, messages in error.message_dict.items():
-            target = field if field in self.fields else None
+        for key, messages in error.message_dict.items():
+            name = endpoint_kinds.field_of_error(key, kind=self.kind_chosen)
             for message in messages:
-                self.add_error(target, message)
+                self.add_error(name if name in self.fields else None, message)

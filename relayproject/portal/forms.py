@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import datetime, timedelta
 
 from django import forms
 from django.conf import settings
@@ -156,3 +157,58 @@ class VerifyForm(forms.Form):
         'request your receiver got (it starts with "vrfy_").',
         widget=forms.TextInput(attrs={"autocomplete": "off", "spellcheck": "false"}),
     )
+
+
+def overlap_words(seconds: int) -> str:
+    """A rotation overlap as a person says it: "1 hour", "24 hours", "2 days"."""
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        count, rest = divmod(seconds, size)
+        # One day reads "24 hours", as the default overlap has always been put.
+        if not rest and count and (unit != "day" or count > 1):
+            return f"{count} {unit}{'s' if count != 1 else ''}"
+    return f"{seconds} seconds"
+
+
+class RotateForm(forms.Form):
+    """How long the previous secret keeps signing: at once, or one of a few
+    overlaps, the relay's default (SECRET_ROTATION_OVERLAP_SECONDS) among
+    them and chosen unless changed."""
+
+    overlap_seconds = forms.TypedChoiceField(
+        label="When the current secret stops signing",
+        coerce=int,
+        # Left out (a form posted without it), the relay's default.
+        required=False,
+        empty_value=None,
+        widget=forms.RadioSelect,
+    )
+
+    OVERLAPS = (0, 3600, 86400, 2 * 86400, 7 * 86400)
+
+    def __init__(self, *args, now: datetime, default: int, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.default = default
+        choices = []
+        for seconds in sorted({*self.OVERLAPS, default}):
+            marked = " (the default)" if seconds == default else ""
+            if seconds == 0:
+                label = (
+                    f"At once{marked}: only the new secret signs from now on. "
+                    "For a leaked secret: a receiver that checks signatures "
+                    "refuses every request until it has the new one."
+                )
+            else:
+                until = now + timedelta(seconds=seconds)
+                label = (
+                    f"After {overlap_words(seconds)}{marked}: both secrets sign "
+                    f"until {until:%Y-%m-%d %H:%M} UTC, then only the new one."
+                )
+            choices.append((seconds, label))
+        self.fields["overlap_seconds"].choices = choices
+        self.fields["overlap_seconds"].initial = default
+
+    def overlap_asked(self) -> int | None:
+        """The overlap to ask the service for; None for the default, which the
+        service reads from the setting (whatever the operator made it)."""
+        chosen = self.cleaned_data["overlap_seconds"]
+        return None if chosen in (None, self.default) else chosen

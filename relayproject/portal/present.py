@@ -1,5 +1,6 @@
-"""Pure presentation helpers: the curl command, the hourly SVG chart and a
-URL shortened for a table column."""
+"""Pure presentation helpers: the curl command, the hourly SVG chart, a URL
+shortened for a table column, and a broker endpoint's target and credentials
+in words."""
 
 from __future__ import annotations
 
@@ -11,6 +12,11 @@ from urllib.parse import urlsplit
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
+from endpoints import brokers
+
+# Every broker URL scheme: an attempt recorded with one went to a broker.
+BROKER_SCHEMES = frozenset(s for kind in brokers.SCHEMES.values() for s in kind)
+
 
 def short_url(url: str) -> str:
     """Host and the path's last part ("host:port/…/orders"): what tells one
@@ -21,6 +27,63 @@ def short_url(url: str) -> str:
     if not parts.netloc or len(segments) <= 1:
         return url.split("://", 1)[-1]
     return f"{parts.netloc}/…/{segments[-1]}"
+
+
+def target_words(kind: str, target: dict) -> str:
+    """Where in its broker an endpoint publishes ("" for HTTP):
+    "exchange 'orders', routing key 'order.paid'"."""
+    target = target or {}
+    if kind == brokers.RABBITMQ:
+        exchange = target.get("exchange") or ""
+        named = f"exchange {exchange!r}" if exchange else "the default exchange"
+        return f"{named}, routing key {target.get('routing_key') or ''!r}"
+    if kind == brokers.NATS:
+        return f"subject {target.get('subject')!r}"
+    if kind == brokers.REDIS:
+        said = f"stream {target.get('stream')!r}"
+        if target.get("maxlen"):
+            said += f", trimmed to about {target['maxlen']} entries"
+        return said
+    if kind == brokers.MQTT:
+        return f"topic {target.get('topic')!r}, QoS 1"
+    return ""
+
+
+# Where a broker message carries the Standard Webhooks headers, for a consumer.
+HEADERS_CARRIED = {
+    brokers.RABBITMQ: "the AMQP message's headers",
+    brokers.NATS: "the NATS message's headers",
+    brokers.REDIS: (
+        "the stream entry's fields (the body in field body, each header in a "
+        "field of its own, named in lower case)"
+    ),
+    brokers.MQTT: "the MQTT 5 message's user properties",
+}
+
+
+def credentials_words(credentials: str) -> str:
+    """A broker endpoint's credentials as a page may say them: the user, and
+    whether a password is set; never the password."""
+    if not credentials:
+        return "none: it connects without a user or password"
+    user, password = brokers.credentials_split(credentials)
+    if not user:
+        return "a password is set (no user); the password is never shown"
+    if not password:
+        return f"user {user!r}, no password"
+    return f"set: user {user!r} and a password, which is never shown"
+
+
+def is_broker_url(url: str | None) -> bool:
+    """Whether a recorded request went to a broker (its URL's scheme says)."""
+    return (url or "").split("://", 1)[0].lower() in BROKER_SCHEMES
+
+
+def answer_heading(to_broker: Sequence[bool]) -> str:
+    """The attempts table's answer column: what every attempt in it got."""
+    if to_broker and all(to_broker):
+        return "Broker's answer"
+    return "Answer (excerpt)" if any(to_broker) else "Response (excerpt)"
 
 
 # curl sets these itself; copying ours would only mislead.

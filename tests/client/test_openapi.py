@@ -13,6 +13,7 @@ import pytest
 from webhook_relay_client import Client, ProblemError, urllib_transport
 
 from endpoints.apikeys import apikey_create
+from endpoints.models import Endpoint, Merchant
 from tests.client.openapi_check import (
     all_operations,
     coverage_problems,
@@ -103,10 +104,14 @@ def test_every_operation_answers_in_the_shape_the_client_reads(
 
     assert c.create_merchant(slug=slug, name="Tour").slug == slug
     assert c.get_merchant(slug).name == "Tour"
+    assert c.update_merchant(slug, retry_schedule=[5, 30]).retry_schedule == [5, 30]
     endpoint = c.create_endpoint(slug, url=HOOK, description="tour")
     assert [e.id for e in c.list_endpoints(slug)] == [endpoint.id]
     assert c.get_endpoint(slug, endpoint.id).verification.state
     assert c.update_endpoint(slug, endpoint.id, ordered=True).ordered is True
+    signed = c.update_endpoint(slug, endpoint.id, signing="both")
+    [key_set] = c.list_signing_keys(slug).keys
+    assert (key_set.endpoint_id, key_set.public_key) == (endpoint.id, signed.public_key)
     rotated = c.rotate_secret(slug, endpoint.id)
     assert rotated.secret.startswith("whsec_") and rotated.secret not in repr(rotated)
     for call in (
@@ -150,3 +155,41 @@ def test_every_operation_answers_in_the_shape_the_client_reads(
     c.delete_operational_endpoint(ops.id)
 
     assert all_operations(document) - operations_made(document, recording.sent) == set()
+
+
+def test_broker_endpoints_are_made_and_changed_through_the_client(
+    relay, transactional_db
+):
+    _, key = apikey_create(name="client library")
+    c = Client(relay.url("/"), key)
+    slug = f"bus-{uuid.uuid4().hex[:8]}"
+    c.create_merchant(slug=slug, name="Bus")
+    # Staff list the broker for this merchant (the relay's own setting is empty).
+    Merchant.objects.filter(slug=slug).update(broker_hosts=["127.0.0.1:5672"])
+    password = "Plum-Quokka-7731-zebra"
+
+    endpoint = c.create_endpoint(
+        slug,
+        kind="rabbitmq",
+        url=f"amqp://relay:{password}@127.0.0.1:5672/",
+        target={"exchange": "", "routing_key": "orders"},
+    )
+    # The URL as the answer shows it, given back: *** keeps the stored password.
+    changed = c.update_endpoint(
+        slug, endpoint.id, url=endpoint.url, target={"routing_key": "billing"}
+    )
+
+    assert endpoint.kind == "rabbitmq"
+    assert endpoint.url == "amqp://relay:***@127.0.0.1:5672/"
+    assert endpoint.has_credentials and password not in repr(endpoint)
+    assert (changed.target, changed.has_credentials) == (
+        {"routing_key": "billing"},
+        True,
+    )
+    stored = Endpoint.objects.get(pk=endpoint.id).broker_credentials
+    assert stored == f"relay:{password}"
+    with pytest.raises(ProblemError) as raised:
+        c.create_endpoint(
+            slug, kind="redis", url="redis://127.0.0.1:6379", target={"stream": "s"}
+        )
+    assert "not one the operator allows" in raised.value.errors_at("body", "url")[0]

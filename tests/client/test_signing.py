@@ -95,3 +95,14 @@ def test_webhooks_a_dispatcher_sends_verify_with_the_secret_the_client_got(
             assert verify(secret, got.headers, got.body)["data"] == {"n": 2}
         with pytest.raises(InvalidSignature):
             verify(generate_secret(), got.headers, got.body)
+
+        # A rotation with overlap 0 (a leaked secret): the next webhook carries
+        # the newest secret's signature alone.
+        leaked = relay_client.rotate_secret(slug, endpoint.id, overlap_seconds=0)
+        relay_client.publish(merchant=slug, type="order.paid", data={"n": 3})
+        wait_until(lambda: len(rx.received) >= 3, timeout=60, what="the third")
+        got = rx.received[2]
+        assert verify(leaked.secret, got.headers, got.body)["data"] == {"n": 3}
+        for secret in (endpoint.secret, rotated.secret):
+            with pytest.raises(InvalidSignature):
+                verify(secret, got.headers, got.body)

@@ -9,6 +9,8 @@ import time
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from deliveries.dispatch.outgoing import fingerprint
@@ -16,9 +18,11 @@ from deliveries.signing import (
     hmac_sha256,
     serialize_body,
     sign,
+    sign_v1a,
     signature_header,
 )
 from endpoints.secrets import generate_secret
+from endpoints.signing_keys import key_pair_generate
 
 # Published Standard Webhooks / Svix test vector.
 VECTOR_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -244,3 +248,68 @@ def test_signing_keeps_the_gil_while_another_thread_is_busy():
         fingerprint(f"v1,{n}")
 
     assert _busy_thread_beside(work, calls=200) < 0.2
+
+
+# v1a (Ed25519): checked by cryptography's own verify with the public key.
+V1A_PRIVATE, V1A_PUBLIC = key_pair_generate()
+
+
+def _v1a_verifies(header: str, msg_id: str, timestamp: int, body: bytes) -> bool:
+    key = Ed25519PublicKey.from_public_bytes(
+        base64.b64decode(V1A_PUBLIC.removeprefix("whpk_"))
+    )
+    [v1a] = [s for s in header.split(" ") if s.startswith("v1a,")]
+    try:
+        key.verify(base64.b64decode(v1a[4:]), f"{msg_id}.{timestamp}.".encode() + body)
+    except InvalidSignature:
+        return False
+    return True
+
+
+@pytest.mark.parametrize(
+    ("scheme", "versions"),
+    [("v1", ["v1"]), ("v1a", ["v1a"]), ("both", ["v1", "v1a"])],
+)
+def test_signature_header_holds_the_versions_of_its_scheme(scheme, versions):
+    header = signature_header(
+        secrets=[VECTOR_SECRET],
+        msg_id=VECTOR_ID,
+        timestamp=VECTOR_TS,
+        body=VECTOR_BODY,
+        scheme=scheme,
+        private_key=V1A_PRIVATE,
+    )
+
+    assert [s.split(",")[0] for s in header.split(" ")] == versions
+    if "v1" in versions:
+        assert header.split(" ")[0] == VECTOR_SIG
+
+
+def test_a_v1a_signature_verifies_with_the_public_key_and_not_another_body():
+    header = sign_v1a(
+        private_key=V1A_PRIVATE, msg_id="msg_1", timestamp=VECTOR_TS, body=b"{}"
+    )
+
+    assert _v1a_verifies(header, "msg_1", VECTOR_TS, b"{}")
+    assert not _v1a_verifies(header, "msg_1", VECTOR_TS, b"{ }")
+    assert not _v1a_verifies(header, "msg_2", VECTOR_TS, b"{}")
+
+
+def test_v1a_needs_no_secret_but_a_private_key():
+    assert signature_header(
+        secrets=[],
+        msg_id="m",
+        timestamp=1,
+        body=b"",
+        scheme="v1a",
+        private_key=V1A_PRIVATE,
+    ).startswith("v1a,")
+    with pytest.raises(ValueError, match="private key"):
+        signature_header(
+            secrets=[VECTOR_SECRET], msg_id="m", timestamp=1, body=b"", scheme="both"
+        )
+
+
+def test_a_mangled_private_key_fails_loudly():
+    with pytest.raises(ValueError):
+        sign_v1a(private_key="whsk_not base64!", msg_id="m", timestamp=1, body=b"")

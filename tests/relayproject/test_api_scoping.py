@@ -48,6 +48,9 @@ NOT_SCOPED = {
     ("patch", OPERATIONAL + "/{endpoint_id}"),
     ("delete", OPERATIONAL + "/{endpoint_id}"),
     ("post", OPERATIONAL + "/{endpoint_id}/rotate-secret"),
+    # Public keys, listed without any key (CONTRACT section 9):
+    # tests/endpoints/test_signing_keys.py.
+    ("get", "/api/v1/merchants/{slug}/signing-keys"),
 }
 
 
@@ -79,8 +82,9 @@ def globex_ids(other_merchant):
 
 def test_every_route_names_another_merchants_object():
     routes = _routes()
-    # The merchant-scoped operations of CONTRACT section 3.
-    assert len({(method, path) for method, path, _ in routes}) == 17
+    # The merchant-scoped operations of CONTRACT section 3, and PATCH
+    # /merchants/{slug} (a merchant's retry policy defaults).
+    assert len({(method, path) for method, path, _ in routes}) == 18
     for _, path, query in routes:
         assert "{" in path or query or path in BODIES, path
 

@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.contrib.auth.models import User
+from django.test import override_settings
 
 from deliveries.dispatch.heartbeat import heartbeat_touch
-from deliveries.models import Delivery, Event
+from deliveries.models import Attempt, Delivery, ErrorKind, Event
 from deliveries.notifications.services import notification_settings_update
 from endpoints.health import endpoint_breaker_open
 from endpoints.models import ApiKey, EndpointHealth, EventType, Membership
@@ -35,6 +36,15 @@ CATALOGUE = {
 }
 
 
+# Broker hosts the walk's broker endpoint may use: the walk sets
+# RELAY_BROKER_HOSTS to these so the endpoint form offers every kind.
+BROKER_HOSTS = ["127.0.0.1:5672"]
+BROKER_ANSWER = (
+    "publisher confirm: ack (exchange 'merchant-events-with-a-long-name', "
+    "routing key 'orders.fulfillment_partially_shipped.eu-west')"
+)
+
+
 @dataclass
 class Walk:
     user: User
@@ -43,6 +53,8 @@ class Walk:
     delivery_id: str
     big_delivery_id: str
     ids: dict[str, str]
+    # The broker endpoint and its deliveries (one acknowledged, one dead).
+    broker: dict[str, str]
 
 
 def big_data() -> dict:
@@ -147,6 +159,7 @@ def relay() -> Walk:
         )
     heartbeat_touch(worker_id="dispatch-host-a-4242", started_at=now, now=now)
     assert Delivery.objects.filter(pk=big.pk).exists()
+    broker = broker_rows(acme, now=now)
     return Walk(
         user=user,
         slug=acme.slug,
@@ -154,4 +167,55 @@ def relay() -> Walk:
         delivery_id=rows[0].pk,
         big_delivery_id=big.pk,
         ids={"evt": big_event.pk, "dlv": big.pk, "ep": endpoints[0].pk},
+        broker=broker,
     )
+
+
+def broker_rows(merchant, *, now) -> dict[str, str]:
+    """A RabbitMQ endpoint with a long target, one delivery the broker
+    acknowledged and one that died unroutable."""
+    with override_settings(RELAY_BROKER_HOSTS=BROKER_HOSTS):
+        endpoint = factories.endpoint(
+            merchant,
+            kind="rabbitmq",
+            url="amqp://walker:walk-broker-pw@127.0.0.1:5672/merchant-vhost",
+            target={
+                "exchange": "merchant-events-with-a-long-name",
+                "routing_key": "orders.fulfillment_partially_shipped.eu-west",
+            },
+        )
+    ids = {"endpoint_id": endpoint.pk}
+    for status, error_kind, said in (
+        ("succeeded", "", ""),
+        (
+            "dead",
+            ErrorKind.BROKER_REFUSED,
+            "RabbitMQ returned the message: NO_ROUTE (exchange 'merchant-events-with-a-long-name', "
+            "routing key 'orders.fulfillment_partially_shipped.eu-west')",
+        ),
+    ):
+        row = seed.delivery(
+            endpoint,
+            status=status,
+            created_at=now,
+            attempts=1,
+            last_error=f"{error_kind}: {said}" if said else "",
+            succeeded_at=now if status == "succeeded" else None,
+            dead_at=now if status == "dead" else None,
+        )
+        Attempt.objects.create(
+            delivery=row,
+            endpoint=endpoint,
+            number=1,
+            started_at=now,
+            response_ms=3.2,
+            status_code=None,
+            error_kind=error_kind,
+            error_message=said,
+            response_body="" if said else BROKER_ANSWER,
+            outcome=status,
+            request_url=endpoint.url,
+            request_headers=[["webhook-id", row.event_id], ["X-Relay-Attempt", "1"]],
+        )
+        ids[status] = row.pk
+    return ids

@@ -18,6 +18,7 @@ from django.contrib import admin
 from django.test import RequestFactory
 from django.urls import URLPattern, reverse
 
+from endpoints.brokers import BROKER_KINDS
 from relayproject.portal import urls as portal_urls
 from tests.support.browser import SHOTS, chromium_page, shot
 from tests.walk import seed
@@ -69,6 +70,28 @@ def portal_pages(walk: seed.Walk) -> dict[str, str]:
     pages["delivery_list_dead"] = (
         reverse("portal:delivery_list", args=[walk.slug]) + "?status=dead"
     )
+    return pages | broker_pages(walk)
+
+
+def broker_pages(walk: seed.Walk) -> dict[str, str]:
+    """The pages a broker endpoint changes: the form of each kind, the
+    endpoint's own pages, and its deliveries (acknowledged and dead)."""
+    slug, broker = walk.slug, walk.broker
+    create = reverse("portal:endpoint_create", args=[slug])
+    pages = {f"endpoint_create_{k}": f"{create}?kind={k}" for k in BROKER_KINDS}
+    for name in (
+        "endpoint_detail",
+        "endpoint_edit",
+        "endpoint_deliveries",
+        "endpoint_health",
+    ):
+        pages[f"broker_{name}"] = reverse(
+            f"portal:{name}", args=[slug, broker["endpoint_id"]]
+        )
+    for status in ("succeeded", "dead"):
+        pages[f"broker_delivery_{status}"] = reverse(
+            "portal:delivery_detail", args=[slug, broker[status]]
+        )
     return pages
 
 
@@ -105,7 +128,8 @@ def admin_pages(walk: seed.Walk) -> dict[str, str]:
     return pages
 
 
-def test_every_page_fits_at_every_width(live_server):
+def test_every_page_fits_at_every_width(live_server, settings):
+    settings.RELAY_BROKER_HOSTS = seed.BROKER_HOSTS  # the form offers every kind
     walk = seed.relay()
     portal = portal_pages(walk)
     console = admin_pages(walk)

@@ -32,6 +32,8 @@ from webhook_relay_client.models import (
     RecoverResult,
     Replayed,
     SecretRotated,
+    SigningKey,
+    SigningKeys,
     Verification,
 )
 from webhook_relay_client.pagination import Paginator
@@ -66,6 +68,8 @@ __all__ = [
     "Replayed",
     "RetryPolicy",
     "SecretRotated",
+    "SigningKey",
+    "SigningKeys",
     "TransportError",
     "Verification",
     "__version__",

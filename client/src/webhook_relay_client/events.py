@@ -100,6 +100,8 @@ class EventCalls(BaseClient):
         self,
         *,
         url: str,
+        kind: str | None = None,
+        target: dict[str, Any] | None = None,
         description: str | None = None,
         event_types: list[str] | None = None,
         max_attempts: int | None = None,
@@ -109,10 +111,15 @@ class EventCalls(BaseClient):
         max_in_flight: int | None = None,
         permanent_statuses: list[int] | None = None,
         ordered: bool | None = None,
+        signing: str | None = None,
+        retry_schedule: list[float] | None = None,
+        timeout_seconds: float | None = None,
     ) -> EndpointCreated:
         """An endpoint for the relay's own relay.* events (platform keys only)."""
         body = given(
+            kind=kind,
             url=url,
+            target=target,
             description=description,
             event_types=event_types,
             max_attempts=max_attempts,
@@ -122,6 +129,9 @@ class EventCalls(BaseClient):
             max_in_flight=max_in_flight,
             permanent_statuses=permanent_statuses,
             ordered=ordered,
+            signing=signing,
+            retry_schedule=retry_schedule,
+            timeout_seconds=timeout_seconds,
         )
         data, answer = self._call("POST", OPERATIONAL, body=body)
         return self._build(EndpointCreated, data, answer)
@@ -138,7 +148,9 @@ class EventCalls(BaseClient):
         self,
         endpoint_id: str,
         *,
+        kind: str = UNSET,
         url: str = UNSET,
+        target: dict[str, Any] = UNSET,
         description: str = UNSET,
         event_types: list[str] = UNSET,
         max_attempts: int | None = UNSET,
@@ -148,11 +160,16 @@ class EventCalls(BaseClient):
         max_in_flight: int | None = UNSET,
         permanent_statuses: list[int] = UNSET,
         ordered: bool = UNSET,
+        signing: str = UNSET,
+        retry_schedule: list[float] | None = UNSET,
+        timeout_seconds: float | None = UNSET,
         is_active: bool = UNSET,
     ) -> Endpoint:
         """Change only the fields given, as update_endpoint does."""
         body = fields(
+            kind=kind,
             url=url,
+            target=target,
             description=description,
             event_types=event_types,
             max_attempts=max_attempts,
@@ -162,6 +179,9 @@ class EventCalls(BaseClient):
             max_in_flight=max_in_flight,
             permanent_statuses=permanent_statuses,
             ordered=ordered,
+            signing=signing,
+            retry_schedule=retry_schedule,
+            timeout_seconds=timeout_seconds,
             is_active=is_active,
         )
         path = f"{OPERATIONAL}/{segment(endpoint_id)}"
@@ -171,7 +191,11 @@ class EventCalls(BaseClient):
     def delete_operational_endpoint(self, endpoint_id: str) -> None:
         self._call("DELETE", f"{OPERATIONAL}/{segment(endpoint_id)}")
 
-    def rotate_operational_secret(self, endpoint_id: str) -> SecretRotated:
+    def rotate_operational_secret(
+        self, endpoint_id: str, *, overlap_seconds: int | None = None
+    ) -> SecretRotated:
+        """As rotate_secret, for an operational endpoint."""
         path = f"{OPERATIONAL}/{segment(endpoint_id)}/rotate-secret"
-        data, answer = self._call("POST", path)
+        body = given(overlap_seconds=overlap_seconds) or None
+        data, answer = self._call("POST", path, body=body)
         return self._build(SecretRotated, data, answer)

@@ -13,6 +13,7 @@ from webhook_relay_client.models import (
     PortalSession,
     RecoverResult,
     SecretRotated,
+    SigningKeys,
 )
 from webhook_relay_client.pagination import Paginator
 
@@ -22,11 +23,46 @@ def _endpoint_at(merchant: str, endpoint_id: str) -> str:
 
 
 class MerchantCalls(BaseClient):
-    def create_merchant(self, *, slug: str, name: str) -> Merchant:
-        """A new merchant (platform keys only)."""
-        data, answer = self._call(
-            "POST", "/merchants", body={"slug": slug, "name": name}
+    def create_merchant(
+        self,
+        *,
+        slug: str,
+        name: str,
+        retry_schedule: list[float] | None = None,
+        max_attempts: int | None = None,
+        timeout_seconds: float | None = None,
+    ) -> Merchant:
+        """A new merchant (platform keys only), with the retry policy its
+        endpoints take when they set none of their own."""
+        body = given(
+            slug=slug,
+            name=name,
+            retry_schedule=retry_schedule,
+            max_attempts=max_attempts,
+            timeout_seconds=timeout_seconds,
         )
+        data, answer = self._call("POST", "/merchants", body=body)
+        return self._build(Merchant, data, answer)
+
+    def update_merchant(
+        self,
+        merchant: str,
+        *,
+        name: str = UNSET,
+        retry_schedule: list[float] | None = UNSET,
+        max_attempts: int | None = UNSET,
+        timeout_seconds: float | None = UNSET,
+    ) -> Merchant:
+        """Change only the fields given (platform keys only); None clears a
+        retry default, back to the relay's setting. Past the operator's
+        bounds: a 422 naming the bound."""
+        body = fields(
+            name=name,
+            retry_schedule=retry_schedule,
+            max_attempts=max_attempts,
+            timeout_seconds=timeout_seconds,
+        )
+        data, answer = self._call("PATCH", f"/merchants/{segment(merchant)}", body=body)
         return self._build(Merchant, data, answer)
 
     def get_merchant(self, merchant: str) -> Merchant:
@@ -37,6 +73,8 @@ class MerchantCalls(BaseClient):
         merchant: str,
         *,
         url: str,
+        kind: str | None = None,
+        target: dict[str, Any] | None = None,
         description: str | None = None,
         event_types: list[str] | None = None,
         max_attempts: int | None = None,
@@ -46,10 +84,21 @@ class MerchantCalls(BaseClient):
         max_in_flight: int | None = None,
         permanent_statuses: list[int] | None = None,
         ordered: bool | None = None,
+        retry_schedule: list[float] | None = None,
+        timeout_seconds: float | None = None,
+        signing: str | None = None,
     ) -> EndpointCreated:
-        """A new endpoint; the answer's `secret` (whsec_...) is shown only here."""
+        """A new endpoint; the answer's `secret` (whsec_...) is shown only here.
+
+        `kind` "http" (the default) posts to `url`; "rabbitmq", "nats", "redis"
+        or "mqtt" publish to the broker `url` names (user:password in it are
+        kept encrypted; answers show the password as ***) at `target`, e.g.
+        {"exchange": "hooks", "routing_key": "orders"}, {"subject"},
+        {"stream", "maxlen"}, {"topic"}."""
         body = given(
+            kind=kind,
             url=url,
+            target=target,
             description=description,
             event_types=event_types,
             max_attempts=max_attempts,
@@ -59,6 +108,9 @@ class MerchantCalls(BaseClient):
             max_in_flight=max_in_flight,
             permanent_statuses=permanent_statuses,
             ordered=ordered,
+            retry_schedule=retry_schedule,
+            timeout_seconds=timeout_seconds,
+            signing=signing,
         )
         path = f"/merchants/{segment(merchant)}/endpoints"
         data, answer = self._call("POST", path, body=body)
@@ -79,7 +131,9 @@ class MerchantCalls(BaseClient):
         merchant: str,
         endpoint_id: str,
         *,
+        kind: str = UNSET,
         url: str = UNSET,
+        target: dict[str, Any] = UNSET,
         description: str = UNSET,
         event_types: list[str] = UNSET,
         max_attempts: int | None = UNSET,
@@ -89,13 +143,22 @@ class MerchantCalls(BaseClient):
         max_in_flight: int | None = UNSET,
         permanent_statuses: list[int] = UNSET,
         ordered: bool = UNSET,
+        retry_schedule: list[float] | None = UNSET,
+        timeout_seconds: float | None = UNSET,
+        signing: str = UNSET,
         is_active: bool = UNSET,
     ) -> Endpoint:
         """Change only the fields given; None clears max_attempts,
+        retry_schedule, timeout_seconds (back to the merchant's default),
         rate_limit_per_second, max_in_flight (back to the relay's default),
-        filter and headers."""
+        filter and headers. A broker `url` as answers show it (the password as
+        ***), or without user:password, keeps the stored password on the same
+        scheme, host and port; *** for another broker is refused, and a `url`
+        without user:password there drops them."""
         body = fields(
+            kind=kind,
             url=url,
+            target=target,
             description=description,
             event_types=event_types,
             max_attempts=max_attempts,
@@ -105,19 +168,32 @@ class MerchantCalls(BaseClient):
             max_in_flight=max_in_flight,
             permanent_statuses=permanent_statuses,
             ordered=ordered,
+            retry_schedule=retry_schedule,
+            timeout_seconds=timeout_seconds,
+            signing=signing,
             is_active=is_active,
         )
         path = _endpoint_at(merchant, endpoint_id)
         data, answer = self._call("PATCH", path, body=body)
         return self._build(Endpoint, data, answer)
 
+    def list_signing_keys(self, merchant: str) -> SigningKeys:
+        """The public keys (whpk_...) that check the v1a signatures of the
+        merchant's endpoints; the relay answers this without an API key."""
+        return self._get(f"/merchants/{segment(merchant)}/signing-keys", SigningKeys)
+
     def delete_endpoint(self, merchant: str, endpoint_id: str) -> None:
         self._call("DELETE", _endpoint_at(merchant, endpoint_id))
 
-    def rotate_secret(self, merchant: str, endpoint_id: str) -> SecretRotated:
-        """A new secret now; the previous one still signs until previous_expires_at."""
+    def rotate_secret(
+        self, merchant: str, endpoint_id: str, *, overlap_seconds: int | None = None
+    ) -> SecretRotated:
+        """A new secret now; the previous one still signs until previous_expires_at:
+        for overlap_seconds (0 to 604800; 0 stops it at once, for a leaked
+        secret), or the relay's default overlap when not given."""
         path = _endpoint_at(merchant, endpoint_id) + "/rotate-secret"
-        data, answer = self._call("POST", path)
+        body = given(overlap_seconds=overlap_seconds) or None
+        data, answer = self._call("POST", path, body=body)
         return self._build(SecretRotated, data, answer)
 
     def retry_verification(self, merchant: str, endpoint_id: str) -> Endpoint:

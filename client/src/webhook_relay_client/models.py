@@ -52,6 +52,10 @@ class Merchant(_Answer):
     slug: str
     name: str
     is_active: bool
+    # Its endpoints' retry policy defaults; None: the relay's setting.
+    retry_schedule: list[float] | None
+    max_attempts: int | None
+    timeout_seconds: float | None
     created_at: str
 
 
@@ -69,7 +73,10 @@ class Endpoint(_Answer):
 
     id: str
     merchant: str
-    url: str
+    kind: str
+    url: str  # a broker's with its password shown as ***
+    target: dict
+    has_credentials: bool
     description: str
     event_types: list[str]
     is_active: bool
@@ -81,6 +88,11 @@ class Endpoint(_Answer):
     max_in_flight: int | None
     permanent_statuses: list[int]
     ordered: bool
+    # Its own; None: its merchant's default, else the relay's.
+    retry_schedule: list[float] | None
+    timeout_seconds: float | None
+    signing: str  # "v1" (HMAC), "v1a" (Ed25519) or "both"
+    public_key: str | None  # whpk_...: checks the v1a signature; None with v1
     breaker_state: str
     verification: Verification
     created_at: str
@@ -98,6 +110,22 @@ class EndpointCreated(Endpoint):
 class SecretRotated(_Answer):
     secret: str = field(repr=False)
     previous_expires_at: str
+
+
+@dataclass(frozen=True)
+class SigningKey(_Answer):
+    may_be_absent: ClassVar[frozenset] = frozenset({"not_after"})
+
+    endpoint_id: str
+    public_key: str  # whpk_ + base64 of the 32-byte Ed25519 public key
+    not_after: str | None  # when the key stops signing; None: no end set
+
+
+@dataclass(frozen=True)
+class SigningKeys(_Answer):
+    nested: ClassVar[Mapping[str, Any]] = {"keys": (SigningKey,)}
+
+    keys: tuple[SigningKey, ...]
 
 
 @dataclass(frozen=True)

@@ -10,12 +10,15 @@ import json
 from dataclasses import asdict
 from datetime import datetime
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from deliveries.ops import alerts, latency
 from deliveries.ops.held import human_seconds
 from deliveries.ops.summary import WINDOWS, PipelineSummary, dead_letter_analysis
 from deliveries.words import last_error_words
+from endpoints.broker_fields import kinds_offered
+from endpoints.selectors import destinations_summary
 from endpoints.words import STATE_WORDS, status_words
 from relayproject.lib import citus
 from relayproject.lib.clock import utcnow
@@ -63,6 +66,31 @@ def _database_line() -> str:
         f"{cluster.distributed} of {len(citus.DISTRIBUTED)} tables distributed by "
         f"merchant, {cluster.reference} of {len(citus.REFERENCE)} reference tables"
     )
+
+
+def _destinations_document() -> dict:
+    return {
+        **destinations_summary(),
+        "broker_kinds_offered": list(kinds_offered()),
+        "broker_hosts": list(settings.RELAY_BROKER_HOSTS),
+    }
+
+
+def _destinations_line() -> str:
+    d = _destinations_document()
+    counts = ", ".join(f"{n} {kind}" for kind, n in d["endpoints_by_kind"].items())
+    own = d["merchants_with_own_broker_hosts"]
+    if not d["broker_kinds_offered"]:
+        brokers = "off (RELAY_BROKER_KINDS is empty)"
+    elif not d["broker_hosts"] and not own:
+        brokers = "off (RELAY_BROKER_HOSTS is empty and no merchant has its own list)"
+    else:
+        hosts = ", ".join(d["broker_hosts"]) or "none"
+        brokers = (
+            f"{', '.join(d['broker_kinds_offered'])} to hosts {hosts} "
+            f"(RELAY_BROKER_HOSTS); {own} merchant(s) with their own list"
+        )
+    return f"Endpoints by kind: {counts or 'none'}; broker destinations: {brokers}"
 
 
 def _latency_document(waits: latency.PublishLatency) -> dict:
@@ -181,6 +209,7 @@ class Command(BaseCommand):
             document = {
                 "summary": asdict(summary),
                 "database": _database_document(),
+                "destinations": _destinations_document(),
                 "dispatchers": _dispatchers_document(now=now),
                 "latency_24h": _latency_document(waits),
                 "dead_letters": {
@@ -193,6 +222,7 @@ class Command(BaseCommand):
         s = summary
         lines = [
             _database_line(),
+            _destinations_line(),
             f"Pipeline at {_time(s.now)} UTC",
             *_table(
                 ["", "count"],

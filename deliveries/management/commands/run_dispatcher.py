@@ -10,6 +10,7 @@ from dataclasses import asdict
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
+from deliveries.dispatch.brokers import KindSender
 from deliveries.dispatch.dispatcher import Dispatcher
 from deliveries.dispatch.heartbeat import Heartbeat
 from deliveries.dispatch.lease import default_lease_seconds, start_margin
@@ -57,6 +58,10 @@ class Command(BaseCommand):
     def handle(self, *args, **options) -> None:
         batch_size = max(1, options["batch_size"])
         concurrency = max(1, options["concurrency"])
+        # The longest attempt an endpoint's own timeout_seconds may ask for
+        # (bounded by HTTP_TIMEOUT_MAX_SECONDS): the lease and the start
+        # margin are reckoned with it, so such a send cannot outlive its lease.
+        longest = max(settings.HTTP_TIMEOUT_SECONDS, settings.HTTP_TIMEOUT_MAX_SECONDS)
         lease = (
             options["lease_seconds"]
             or settings.CLAIM_LEASE_SECONDS
@@ -64,6 +69,7 @@ class Command(BaseCommand):
                 batch_size=batch_size,
                 concurrency=concurrency,
                 timeout=settings.HTTP_TIMEOUT_SECONDS,
+                longest=longest,
             )
         )
         # Every log line of this process, from either thread, names the worker.
@@ -93,13 +99,21 @@ class Command(BaseCommand):
         dispatcher = Dispatcher(
             clock=clock,
             worker_id=options["worker_id"],
-            sender=AsyncSender(
+            # HTTP endpoints by AsyncSender, broker kinds by their own
+            # senders (deliveries/dispatch/brokers/), loaded on first use.
+            sender=KindSender(
+                http=AsyncSender(
+                    timeout=settings.HTTP_TIMEOUT_SECONDS,
+                    body_limit=settings.RESPONSE_BODY_LIMIT_BYTES,
+                    allow_private=settings.RELAY_ALLOW_PRIVATE_DESTINATIONS,
+                    # One socket per send slot: a lower limit would queue sends
+                    # inside the sender, their deadline running while they wait.
+                    limit=concurrency,
+                    monotonic=clock.monotonic,
+                    proxy=settings.RELAY_EGRESS_PROXY,
+                ),
                 timeout=settings.HTTP_TIMEOUT_SECONDS,
-                body_limit=settings.RESPONSE_BODY_LIMIT_BYTES,
                 allow_private=settings.RELAY_ALLOW_PRIVATE_DESTINATIONS,
-                # One socket per send slot: a lower limit would queue sends
-                # inside the sender, their deadline running while they wait.
-                limit=concurrency,
                 monotonic=clock.monotonic,
             ),
             batch_size=batch_size,
@@ -121,9 +135,7 @@ class Command(BaseCommand):
             if dbfeatures.shared_by_many_processes()
             else None,
             start_margin=start_margin(
-                lease_seconds=lease,
-                timeout=settings.HTTP_TIMEOUT_SECONDS,
-                grace=DEADLINE_GRACE_SECONDS,
+                lease_seconds=lease, timeout=longest, grace=DEADLINE_GRACE_SECONDS
             ),
         )
         for signum in (signal.SIGTERM, signal.SIGINT):

@@ -1,6 +1,7 @@
 /* webhook-relay portal: small enhancements, loaded as a file (the CSP allows no inline script).
    Every page works without it; it adds copy buttons, relative times, the
-   example picker and the live status of an in-flight delivery. */
+   example picker, the endpoint kind picker's instant fields and the live
+   status of an in-flight delivery. */
 (function () {
   "use strict";
 
@@ -125,6 +126,29 @@
     });
   }
 
+  // The endpoint form's kind picker: the picked kind's fields show at once.
+  // Without this, the picker's own button asks the server for them.
+  function kindPicker() {
+    var picker = document.getElementById("kind-picker");
+    if (!picker) return;
+    var button = document.getElementById("pick-kind");
+    var url = document.getElementById("id_broker_url");
+    function show(kind) {
+      document.querySelectorAll("[data-kinds]").forEach(function (el) {
+        el.hidden = el.dataset.kinds.split(" ").indexOf(kind) === -1;
+      });
+      var placeholder = url && url.dataset["placeholder" + kind.charAt(0).toUpperCase() + kind.slice(1)];
+      if (placeholder) url.placeholder = placeholder;
+    }
+    if (button) button.hidden = true;
+    // A radio the browser restored (back button) may differ from the page's.
+    var checked = picker.querySelector("input[name=kind]:checked");
+    if (checked) show(checked.value);
+    picker.addEventListener("change", function (event) {
+      if (event.target.name === "kind") show(event.target.value);
+    });
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
     document.addEventListener("click", function (event) {
       var button = event.target.closest("button.copy");
@@ -136,5 +160,6 @@
     pollDelivery();
     confirmations();
     typeSearch();
+    kindPicker();
   });
 })();

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect
@@ -16,11 +15,18 @@ from deliveries.publish.validation import EventsRefused
 from deliveries.services import event_publish
 from endpoints import health
 from endpoints.models import Endpoint
+from endpoints.retry_policy import policy_in_force, schedule_words
 from relayproject.lib.clock import utcnow
 from relayproject.lib.limits import LimitExceeded
 from relayproject.portal.access import WRITE, Access, portal_view
 from relayproject.portal.forms import DeliveryFilterForm
-from relayproject.portal.present import curl_command, short_url
+from relayproject.portal.present import (
+    answer_heading,
+    curl_command,
+    is_broker_url,
+    short_url,
+    target_words,
+)
 from relayproject.portal.selectors import (
     deliveries_filtered,
     deliveries_page,
@@ -128,22 +134,41 @@ def delivery_detail(request: HttpRequest, access: Access) -> HttpResponse:
     sent = delivery_request(delivery=delivery)
     attempts = list(delivery.attempts.all())
     body = sent.body.decode("utf-8")
-    max_attempts = delivery.endpoint.max_attempts or settings.MAX_ATTEMPTS
+    policy = policy_in_force(delivery.endpoint)
+    max_attempts = policy.max_attempts
     used = delivery.attempts_in_budget
     held = delivery_held(delivery=delivery, now=now)
+    endpoint = delivery.endpoint
+    # Each attempt says by its recorded URL whether it went to a broker (the
+    # endpoint may have changed since); one made before URLs were kept, by
+    # the endpoint's kind now.
+    to_broker_now = endpoint.kind != "http"
+    rows = [
+        (a, is_broker_url(a.request_url) if a.request_url else to_broker_now)
+        for a in attempts
+    ]
     return page(
         request,
         access,
         "delivery_detail.html",
         {
             "delivery": delivery,
-            "endpoint": delivery.endpoint,
+            "endpoint": endpoint,
             "attempts": attempts,
+            "attempt_rows": rows,
+            "answer_heading": answer_heading([broker for _, broker in rows]),
+            # A column of dashes says nothing: no status when no attempt had one.
+            "show_status": not rows or not all(broker for _, broker in rows),
+            "sent_to_broker": is_broker_url(sent.url) if sent.url else to_broker_now,
+            "target": target_words(endpoint.kind, endpoint.target),
             # A replay of a succeeded delivery waits with a 200 as its last
             # answer: that is not a failure.
             "last_ok": bool(attempts) and attempts[-1].outcome == "succeeded",
             "held": held,
             "max_attempts": max_attempts,
+            # The retry policy in force, and where each part of it comes from.
+            "policy": policy,
+            "schedule_words": schedule_words(policy.retry_schedule),
             "next_attempt": min(used + 1, max_attempts),
             "progress": words.attempt_progress(
                 attempts_used=used, max_attempts=max_attempts

@@ -27,9 +27,15 @@ from endpoints.words import breaker_words, degraded_words, state_label
 from relayproject.demo import demo_enabled, demo_endpoint_url
 from relayproject.lib.clock import utcnow
 from relayproject.lib.limits import LimitExceeded
+from relayproject.portal import endpoint_kinds
 from relayproject.portal.access import READ, WRITE, Access, portal_view
 from relayproject.portal.endpoint_form import EndpointForm
-from relayproject.portal.present import type_groups
+from relayproject.portal.present import (
+    HEADERS_CARRIED,
+    credentials_words,
+    target_words,
+    type_groups,
+)
 from relayproject.portal.selectors import event_types_seen, events_recent
 from relayproject.portal.views.common import page
 
@@ -104,6 +110,7 @@ def endpoint_list(request: HttpRequest, access: Access) -> HttpResponse:
                 is_failing(endpoint),
                 state_label(health, active=endpoint.is_active, degraded_below=below),
                 degraded_words(health, below=below) if endpoint.is_active else "",
+                target_words(endpoint.kind, endpoint.target),
             )
         )
     limit = quotas.max_endpoints(access.merchant)
@@ -128,14 +135,32 @@ def _save(request: HttpRequest, access: Access, form: EndpointForm, save) -> boo
     return True
 
 
+def _create_form(request: HttpRequest, access: Access) -> EndpointForm:
+    """The create form, with the kind picked (?kind= or the form's own) and
+    the kinds this merchant is offered; after the picker's own button, the
+    form as typed with the picked kind's fields and no errors yet."""
+    kinds = endpoint_kinds.offered_kinds(access.merchant)
+    asked = request.POST if request.method == "POST" else request.GET
+    options = {
+        "seen_types": _seen_types(access),
+        "offer_test_receiver": demo_enabled(),
+        "kinds": kinds,
+        "kind": endpoint_kinds.chosen_kind(asked.get("kind"), kinds),
+        "merchant": access.merchant,
+    }
+    if "pick_kind" in request.POST:
+        return EndpointForm.picked(request.POST, **options)
+    return EndpointForm(
+        request.POST if request.method == "POST" else None,
+        initial={"kind": options["kind"]},
+        **options,
+    )
+
+
 @portal_view(methods=BOTH)
 def endpoint_create(request: HttpRequest, access: Access) -> HttpResponse:
-    seen = _seen_types(access)
-    form = EndpointForm(
-        request.POST if request.method == "POST" else None,
-        seen_types=seen,
-        offer_test_receiver=demo_enabled(),
-    )
+    form = _create_form(request, access)
+    picking = "pick_kind" in request.POST
     created = {}
 
     def save(**fields):
@@ -158,7 +183,9 @@ def endpoint_create(request: HttpRequest, access: Access) -> HttpResponse:
     preview = None
     if "preview" in request.POST:
         preview = _filter_preview(access, form)
-    elif request.method == "POST" and _save(request, access, form, save):
+    elif (
+        not picking and request.method == "POST" and _save(request, access, form, save)
+    ):
         endpoint = created["endpoint"]
         waits = (
             " It receives nothing until it is verified: answer the "
@@ -174,7 +201,7 @@ def endpoint_create(request: HttpRequest, access: Access) -> HttpResponse:
             )
         messages.success(request, f"Endpoint {endpoint.pk} created.{waits}")
         return redirect("portal:endpoint_detail", access.merchant.slug, endpoint.pk)
-    status = 400 if request.method == "POST" and preview is None else 200
+    failed = request.method == "POST" and preview is None and not picking
     return page(
         request,
         access,
@@ -185,7 +212,7 @@ def endpoint_create(request: HttpRequest, access: Access) -> HttpResponse:
             "preview": preview,
             "type_groups": _picker(form),
         },
-        status=status,
+        status=400 if failed else 200,
     )
 
 
@@ -226,11 +253,18 @@ def endpoint_create_test(request: HttpRequest, access: Access) -> HttpResponse:
 def endpoint_edit(request: HttpRequest, access: Access) -> HttpResponse:
     seen = _seen_types(access)
     endpoint = access.endpoint
+    stored_user, password_set = endpoint_kinds.stored_credentials(endpoint)
     form = EndpointForm(
         request.POST if request.method == "POST" else None,
         seen_types=seen,
         initial=EndpointForm.initial_for(endpoint, seen),
         existing_headers=endpoint.headers,
+        # Its own kind only: another kind is another endpoint.
+        kinds=[endpoint.kind],
+        kind=endpoint.kind,
+        merchant=access.merchant,
+        stored_user=stored_user,
+        password_set=password_set,
     )
 
     def save(**fields):
@@ -290,6 +324,9 @@ def endpoint_detail(request: HttpRequest, access: Access) -> HttpResponse:
             "filter_json": json.dumps(endpoint.filter, indent=2)
             if endpoint.filter
             else "",
+            "target": target_words(endpoint.kind, endpoint.target),
+            "credentials": credentials_words(endpoint.broker_credentials or ""),
+            "headers_carried": HEADERS_CARRIED.get(endpoint.kind, ""),
         },
     )
     if revealed:

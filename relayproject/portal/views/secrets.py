@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
 
 from django.conf import settings
 from django.contrib import messages
@@ -15,6 +14,7 @@ from endpoints import services
 from endpoints.selectors import secrets_of_endpoint
 from relayproject.lib.clock import utcnow
 from relayproject.portal.access import READ, WRITE, Access, portal_view
+from relayproject.portal.forms import RotateForm
 from relayproject.portal.views.common import page
 from relayproject.portal.views.endpoints import reveal_key
 
@@ -41,26 +41,36 @@ def secret_reveal(request: HttpRequest, access: Access) -> HttpResponse:
 
 @portal_view(methods=READ + WRITE)
 def secret_rotate(request: HttpRequest, access: Access) -> HttpResponse:
-    if request.method == "POST":
+    now = utcnow()
+    form = RotateForm(
+        request.POST if request.method == "POST" else None,
+        now=now,
+        default=settings.SECRET_ROTATION_OVERLAP_SECONDS,
+    )
+    if request.method == "POST" and form.is_valid():
         _, previous_expires_at = services.endpoint_rotate_secret(
-            endpoint=access.endpoint, now=utcnow()
+            endpoint=access.endpoint, now=now, overlap_seconds=form.overlap_asked()
         )
-        messages.success(
-            request,
-            "New secret created. The previous one keeps signing until "
-            f"{previous_expires_at:%Y-%m-%d %H:%M} UTC.",
-        )
+        if previous_expires_at <= now:
+            said = (
+                "The previous one has stopped signing: requests from now on "
+                "carry only the new secret's signature."
+            )
+        else:
+            said = (
+                "The previous one keeps signing until "
+                f"{previous_expires_at:%Y-%m-%d %H:%M} UTC."
+            )
+        messages.success(request, f"New secret created. {said}")
         return redirect(
             "portal:endpoint_detail", access.merchant.slug, access.endpoint.pk
         )
-    overlap = timedelta(seconds=settings.SECRET_ROTATION_OVERLAP_SECONDS)
     return page(
         request,
         access,
         "secret_rotate.html",
         {
-            "secrets": secrets_of_endpoint(endpoint=access.endpoint, now=utcnow()),
-            "overlap_hours": overlap.total_seconds() / 3600,
-            "expires_at": utcnow() + overlap,
+            "form": form,
+            "secrets": secrets_of_endpoint(endpoint=access.endpoint, now=now),
         },
     )

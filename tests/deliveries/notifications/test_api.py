@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 
 from endpoints.models import Endpoint
+from endpoints.selectors import live_secrets
+from relayproject.lib.clock import utcnow
 from tests.support.api import PROBLEM, api_as
 
 pytestmark = pytest.mark.django_db
@@ -67,3 +69,17 @@ def test_a_merchant_endpoint_is_not_an_operational_one(platform, merchant):
     endpoint = factories.endpoint(merchant)
     assert platform.get(f"/operational-endpoints/{endpoint.pk}").status_code == 404
     assert platform.delete(f"/operational-endpoints/{endpoint.pk}").status_code == 404
+
+
+def test_rotation_with_overlap_0_leaves_only_the_new_secret_signing(platform):
+    ep = platform.post(
+        "/operational-endpoints", {"url": URL, "event_types": ["relay.endpoint.*"]}
+    ).json()["id"]
+
+    rotated = platform.post(
+        f"/operational-endpoints/{ep}/rotate-secret", {"overlap_seconds": 0}
+    )
+
+    assert rotated.status_code == 200
+    signing = live_secrets(endpoint_ids=[ep], now=utcnow())[ep]
+    assert signing == [rotated.json()["secret"]]

@@ -25,7 +25,11 @@ INVALID = [
     ("url", "ftp://example.com/hook", "only http and https URLs may be called"),
     ("url", "https://user:pw@example.com/", "credentials in the URL are not allowed"),
     ("event_types", "order.paid, not a type!", "Not an event type or prefix.* pattern"),
-    ("max_attempts", "0", "Must be between 1 and 100."),
+    (
+        "max_attempts",
+        "0",
+        "Must be between 1 and 100 (the RETRY_MAX_ATTEMPTS_LIMIT bound).",
+    ),
     ("max_attempts", "many", "Enter a whole number."),
     ("rate_limit_per_second", "0", "Must be above 0 and at most 10000."),
     ("max_in_flight", "0", "Must be between 1 and 1000."),
