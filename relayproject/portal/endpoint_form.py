@@ -297,7 +297,9 @@ class EndpointForm(forms.Form):
             if field.name in ignored:
                 continue
             value = field.value()
-            if field.errors or (value not in (None, "", [], False)):
+            # A choice left at its default (signing "v1") is not a value set.
+            default = self.fields[field.name].initial
+            if field.errors or (value not in (None, "", [], False, default)):
                 return True
         return False
 

@@ -10,20 +10,28 @@ from deliveries.templatetags.relay_console import attempts_of
 
 
 @pytest.mark.parametrize(
-    ("count", "budget_start", "max_attempts", "words"),
+    ("count", "budget_start", "max_attempts", "merchant_default", "words"),
     [
-        (0, 0, None, "0 of 10"),
-        (3, 0, None, "3 of 10"),
-        (3, 0, 2, "3 of 2"),
-        (5, 4, 3, "1 of 3 (5 in all)"),  # replayed: a fresh budget
+        (0, 0, None, None, "0 of 10"),
+        (3, 0, None, None, "3 of 10"),
+        (3, 0, 2, None, "3 of 2"),
+        (5, 4, 3, None, "1 of 3 (5 in all)"),  # replayed: a fresh budget
+        # The merchant's default, where the endpoint sets none (its own wins).
+        (3, 0, None, 6, "3 of 6"),
+        (3, 0, 2, 6, "3 of 2"),
     ],
 )
-def test_attempts_in_words(settings, count, budget_start, max_attempts, words):
+def test_attempts_in_words(
+    settings, count, budget_start, max_attempts, merchant_default, words
+):
     settings.MAX_ATTEMPTS = 10
-    from endpoints.models import Endpoint
+    from endpoints.models import Endpoint, Merchant
 
     delivery = Delivery(
-        endpoint=Endpoint(max_attempts=max_attempts),
+        endpoint=Endpoint(
+            max_attempts=max_attempts,
+            merchant=Merchant(max_attempts=merchant_default),
+        ),
         attempt_count=count,
         budget_start=budget_start,
     )
