@@ -15,6 +15,7 @@ removes whatever the target made on the broker.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import uuid
 from collections.abc import Callable
@@ -194,10 +195,8 @@ class JetStreamNoStream:
         return found
 
     async def _delete(self, js) -> None:
-        try:
+        with contextlib.suppress(NotFoundError):  # never fixed: no stream
             await js.delete_stream(self.stream)
-        except NotFoundError:
-            pass  # never fixed: there is no stream
 
 
 class RedisWrongType:

@@ -19,6 +19,7 @@ nothing, and drops a pooled connection it can no longer trust (forget()).
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib
 import ssl
 import time
@@ -187,7 +188,7 @@ class KindSender:
         )
 
     async def _message(self, request: OutgoingRequest, timeout: float) -> BrokerMessage:
-        parts = brokers.broker_url_split(request.kind, request.url)
+        parts = _url_parts(request.kind, request.url)
         if brokers.host_allowed(parts.host, parts.port, request.broker_hosts):
             looked_up = await self._addresses(parts.host, parts.port, request.tenant)
         else:
@@ -244,6 +245,13 @@ class KindSender:
         for sender in self._senders.values():
             await sender.close()
         self._addresses.close()
+
+
+@functools.lru_cache(maxsize=4096)
+def _url_parts(kind: str, url: str) -> brokers.BrokerURL:
+    """The stored URL (credential-free) split once per process, not per send,
+    as transport.target_of does for HTTP; a malformed one raises each time."""
+    return brokers.broker_url_split(kind, url)
 
 
 def scrubbed(text: str, credentials: str) -> str:
