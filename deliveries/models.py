@@ -291,6 +291,10 @@ class ErrorKind:
     # Retried, but the relay's own failure: it spends none of the endpoint's
     # attempts and moves no breaker (deliveries/dispatch/outcomes.py).
     PROXY_ERROR = "proxy_error"
+    # The endpoint's OAuth2 token endpoint gave no token (refused, down, a
+    # non-2xx, an answer without access_token): the receiver was not asked.
+    # Retried like a failed attempt; someone may fix the token server.
+    AUTH_FAILED = "auth_failed"
 
     ALL: frozenset[str]
 

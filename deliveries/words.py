@@ -48,6 +48,8 @@ KIND_WORDS = {
     # The relay's own egress proxy, not the receiver: said so, as it is ours
     # to fix and spends none of the endpoint's attempts.
     ErrorKind.PROXY_ERROR: "The relay's egress proxy gave no connection",
+    # The endpoint's own token server (OAuth2), before the receiver was asked.
+    ErrorKind.AUTH_FAILED: "The endpoint's token server gave no access token",
 }
 _BROKER_KINDS = frozenset({ErrorKind.BROKER_REFUSED, ErrorKind.BROKER_AUTH})
 # Details that are the kind itself said again, in the words of the

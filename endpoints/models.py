@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import secrets
+
 from django.conf import settings
 from django.core.validators import MinValueValidator
 from django.db import models
@@ -251,8 +253,40 @@ class Endpoint(MerchantKeyed):
     signing_public_key = models.CharField(
         max_length=64, blank=True, default="", db_default="", editable=False
     )
+    # How it proves who is sending (endpoints/client_credentials.py), HTTP
+    # kind only. auth_type "" (none), "basic" or "oauth2"; auth_settings the
+    # parts shown back (username; token_url, client_id, scope, audience);
+    # auth_secret the password or client secret, encrypted and write-only.
+    auth_type = models.CharField(max_length=8, blank=True, default="", db_default="")
+    auth_settings = models.JSONField(default=dict, blank=True)
+    auth_secret = EncryptedSecretField(null=True, blank=True, editable=False)
+    # A client certificate (mTLS): the PEM chain in clear (it is public), its
+    # private key encrypted and write-only; subject and expiry read from the
+    # leaf at save. tls_ca_bundle: PEM certificates the receiver's chain is
+    # checked against instead of the system's (a private CA); never "no check".
+    tls_client_cert = models.TextField(blank=True, default="", db_default="")
+    tls_client_key = EncryptedSecretField(null=True, blank=True, editable=False)
+    tls_ca_bundle = models.TextField(blank=True, default="", db_default="")
+    tls_subject = models.CharField(
+        max_length=500, blank=True, default="", db_default=""
+    )
+    tls_not_after = models.DateTimeField(null=True, blank=True)
+    # The tls_not_after an expiry warning was raised for (an operational event
+    # once per certificate, not once per check).
+    tls_expiry_warned_for = models.DateTimeField(null=True, blank=True)
+    # Changes whenever auth or tls does ("" when it has neither): the claim
+    # reads only this per row, and dispatchers load and decrypt an endpoint's
+    # credentials once per version (deliveries/dispatch/credentials.py).
+    credentials_version = models.CharField(
+        max_length=32, blank=True, default="", db_default="", editable=False
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    def credentials_changed(self) -> None:
+        """Mark auth or tls as changed: dispatchers load them anew."""
+        has_any = self.auth_type or self.tls_client_cert or self.tls_ca_bundle
+        self.credentials_version = secrets.token_hex(8) if has_any else ""
 
     class Meta:
         ordering = ["merchant", "created_at"]

@@ -365,6 +365,9 @@ RELAY_ALLOW_PRIVATE_DESTINATIONS = env.bool(
 # through (deliveries/dispatch/tunnel.py), e.g. Smokescreen or Squid in front
 # of static egress addresses; "" sends directly. Broker kinds never use it.
 RELAY_EGRESS_PROXY = env.str("RELAY_EGRESS_PROXY", default="")
+# An endpoint's client certificate this close to its expiry raises an
+# operational event and shows as expiring on the endpoint.
+CLIENT_CERT_EXPIRY_WARNING_DAYS = env.int("CLIENT_CERT_EXPIRY_WARNING_DAYS", default=14)
 # Broker destinations (endpoints/brokers.py): the broker hosts merchants'
 # broker endpoints may publish to (host or host:port patterns, "*.example.com";
 # staff may set a merchant's own list). Empty: no broker endpoint may be used.

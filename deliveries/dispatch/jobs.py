@@ -10,7 +10,8 @@ from django.conf import settings
 from django.db import connection
 
 from deliveries import signing
-from deliveries.dispatch import backend, load_sql, prepared
+from deliveries.dispatch import backend, credentials, load_sql, prepared
+from deliveries.dispatch.credentials import EndpointCredentials
 from deliveries.models import Delivery
 from deliveries.verification import body_data, challenges_of
 from endpoints.selectors import live_secrets
@@ -63,6 +64,9 @@ class Job:
     # backoff), and the per-attempt timeout (None: the sender's own).
     retry_schedule: tuple[float, ...] | None = None
     timeout_seconds: float | None = None
+    # Its client certificate and auth (deliveries/dispatch/credentials.py),
+    # read once per endpoint and credentials_version, not per row.
+    credentials: EndpointCredentials = field(default=credentials.NONE, repr=False)
 
 
 # In the order jobs_load unpacks them.
@@ -91,6 +95,7 @@ _COLUMNS = (
     "endpoint__signing_private_key",
     "endpoint__retry_schedule",
     "endpoint__timeout_seconds",
+    "endpoint__credentials_version",
     # Its merchant's defaults, read in the same statement.
     "endpoint__merchant__retry_schedule",
     "endpoint__merchant__max_attempts",
@@ -99,6 +104,8 @@ _COLUMNS = (
 )
 _EVENT = _COLUMNS.index("event__id")
 _ENDPOINT = _COLUMNS.index("endpoint__id")
+_MERCHANT = _COLUMNS.index("event__merchant_id")
+_VERSION = _COLUMNS.index("endpoint__credentials_version")
 
 
 def jobs_load(
@@ -138,6 +145,10 @@ def jobs_load(
     challenges = challenges_of(set(verification_ids))
     bodies: dict[str, bytes] = {}
     permanent_everywhere = frozenset(settings.PERMANENT_FAILURE_STATUSES)
+    endpoint_credentials = credentials.credentials_of(
+        {row[_ENDPOINT]: row[_VERSION] for row in rows},
+        merchants={row[_ENDPOINT]: row[_MERCHANT] for row in rows},
+    )
     jobs = []
     for (
         delivery_id,
@@ -164,6 +175,7 @@ def jobs_load(
         signing_key,
         retry_schedule,
         timeout_seconds,
+        _credentials_version,
         merchant_schedule,
         merchant_max_attempts,
         merchant_timeout,
@@ -220,6 +232,7 @@ def jobs_load(
                 retry_schedule=_schedule(retry_schedule, merchant_schedule),
                 timeout_seconds=_timeout(timeout_seconds, merchant_timeout),
                 broker_hosts=_broker_hosts(kind, merchant_broker_hosts),
+                credentials=endpoint_credentials[endpoint_id],
             )
         )
     return jobs

@@ -48,7 +48,7 @@ def job_columns(d: str) -> str:
     e.id AS job_endpoint_id, e.url, e.max_attempts, e.rate_limit_per_second,
     e.headers, e.max_in_flight, e.permanent_statuses,
     e.kind, e.target, e.broker_credentials, e.signing, e.signing_private_key,
-    e.retry_schedule, e.timeout_seconds,
+    e.retry_schedule, e.timeout_seconds, e.credentials_version,
     m.retry_schedule AS job_m_retry_schedule, m.max_attempts AS job_m_max_attempts,
     m.timeout_seconds AS job_m_timeout_seconds, m.broker_hosts AS job_m_broker_hosts"""
 

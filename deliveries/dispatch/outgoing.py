@@ -51,6 +51,8 @@ def signed_request(
         credentials=job.broker_credentials,
         broker_hosts=job.broker_hosts,
         timeout=job.timeout_seconds,
+        client_tls=job.credentials.client_tls,
+        auth=job.credentials.auth,
     )
 
 

@@ -25,6 +25,7 @@ from typing import Protocol
 from yarl import URL
 
 from deliveries.dispatch import http1, pool, tunnel
+from deliveries.dispatch.credentials import ClientTls, EndpointAuth
 from deliveries.dispatch.resolver import (
     DNS_TIMEOUT_SECONDS,
     CheckedAddresses,
@@ -66,6 +67,10 @@ class OutgoingRequest:
     # The endpoint's own per-attempt timeout (its retry policy, bounded by
     # HTTP_TIMEOUT_MAX_SECONDS); None: the sender's.
     timeout: float | None = None
+    # An http endpoint's client certificate and CA bundle, and its auth
+    # (deliveries/dispatch/credentials.py); None: the defaults, no auth.
+    client_tls: ClientTls | None = field(default=None, repr=False)
+    auth: EndpointAuth | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)

@@ -68,6 +68,7 @@ DEFAULTS: dict[str, object | Callable[[], object]] = {
     "SECRET_ROTATION_OVERLAP_SECONDS": 86400,
     "RELAY_ALLOW_PRIVATE_DESTINATIONS": False,
     "RELAY_EGRESS_PROXY": "",
+    "CLIENT_CERT_EXPIRY_WARNING_DAYS": 14,
     "RELAY_BROKER_HOSTS": [],
     "RELAY_BROKER_KINDS": ["rabbitmq", "nats", "redis", "mqtt"],
     "RELAY_ENCRYPTION_KEYS": _encryption_keys,

@@ -198,6 +198,11 @@ MEANINGS: dict[str, str] = {
         "each receiver's address itself, and a proxy failure spends no "
         "attempt; empty sends directly"
     ),
+    "CLIENT_CERT_EXPIRY_WARNING_DAYS": (
+        "days before an endpoint's client certificate (mTLS) expires that a "
+        "relay.endpoint.certificate_expiring operational event is raised and "
+        "the endpoint shows it as expiring"
+    ),
     "RELAY_BROKER_HOSTS": (
         "comma-separated broker hosts that broker endpoints (RabbitMQ, NATS, "
         "Redis, MQTT) may publish to, as host, host:port or *.domain "
