@@ -29,6 +29,7 @@ asyncio.timeout); a cancelled send closes its connection.
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -178,6 +179,12 @@ class Connection(asyncio.Protocol):
             return
         if self.head_done and self._until_close:
             self._finish(complete=True)  # a body delimited by the close
+            return
+        if isinstance(exc, ssl.SSLError):
+            # An alert or a broken record ended it: TLS failed, the receiver
+            # did not just close (under TLS 1.3 a refused client certificate
+            # is seen only here, on the first read).
+            self._fail(exc)
             return
         how = "reset" if isinstance(exc, ConnectionResetError) else "closed"
         self._fail(

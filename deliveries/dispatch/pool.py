@@ -2,7 +2,10 @@
 (http1.Connection) per (scheme, host, port), dialled only to the addresses
 the destination policy checked (resolver.CheckedAddresses). With an egress
 proxy (tunnel.py) each connection is a tunnel through it to such an address,
-and the proxy joins the pool's key.
+and the proxy joins the pool's key. An endpoint with a client certificate
+or a CA bundle of its own (client_tls.py) gets connections of its own too:
+its identity's fingerprint joins the key, so no connection made with one
+identity or trust is ever used for another.
 
 At most `limit` connections are in use at once (a send past it waits, its
 deadline running) and at most `limit` are kept idle, each closed after
@@ -21,7 +24,9 @@ from dataclasses import dataclass
 
 import aiohappyeyeballs
 
-from deliveries.dispatch.http1 import Connection, Exchange, Response
+from deliveries.dispatch.client_tls import ClientContexts, TlsFailed, describe
+from deliveries.dispatch.credentials import ClientTls
+from deliveries.dispatch.http1 import Connection, Disconnected, Exchange, Response
 from deliveries.dispatch.tunnel import Proxy, open_tunnel
 
 HAPPY_EYEBALLS_DELAY = 0.25
@@ -76,6 +81,7 @@ class Pool:
         self.addresses = addresses
         self.ssl_context = ssl_context
         self.proxy = proxy
+        self.client_contexts = ClientContexts(ssl_context)
         self._slots: asyncio.Semaphore | None = None
         self._idle: dict[tuple, list[Connection]] = {}
         self._idle_count = 0
@@ -87,21 +93,38 @@ class Pool:
         request: bytes,
         exchange: Exchange,
         tenant: Hashable = None,
+        client_tls: ClientTls | None = None,
     ) -> Response:
         """Send request (head and body, framed) to target; the answer. A
-        lookup of target's host counts against tenant's (a merchant's) slots."""
+        lookup of target's host counts against tenant's (a merchant's) slots.
+        client_tls: the endpoint's certificate and trust, None the default."""
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.limit)
         # A tunnel is never taken for a direct connection, nor one through
         # another proxy: the proxy is part of what a connection is.
         key = target.key if self.proxy is None else (*target.key, self.proxy)
+        context = None
+        if client_tls is not None and target.tls:
+            fingerprint, context = self.client_contexts.context_of(client_tls)
+            key = (*key, fingerprint)
         async with self._slots:
-            connection = self._take_idle(key) or await self._connect(
-                target, tenant, exchange
-            )
+            connection = self._take_idle(key)
+            fresh = connection is None
+            if connection is None:
+                connection = await self._connect(target, tenant, exchange, context)
             exchange.connection = connection
             try:
                 response = await connection.start(request)
+            except ssl.SSLError as exc:  # an alert or a broken record, read
+                connection.abort()
+                raise TlsFailed(describe(exc, handshake=False)) from exc
+            except Disconnected as exc:
+                connection.abort()
+                if fresh and client_tls is not None and _refused_late(connection):
+                    raise TlsFailed(
+                        self.client_contexts.refused_on_first_read(client_tls)
+                    ) from exc
+                raise
             except BaseException:
                 connection.abort()  # failed, timed out or cancelled mid-answer
                 raise
@@ -127,11 +150,14 @@ class Pool:
         return None
 
     async def _connect(
-        self, target: Target, tenant: Hashable, exchange: Exchange
+        self,
+        target: Target,
+        tenant: Hashable,
+        exchange: Exchange,
+        context: ssl.SSLContext | None,
     ) -> Connection:
         loop = asyncio.get_running_loop()
-        context = None
-        if target.tls:
+        if target.tls and context is None:
             if self.ssl_context is None:
                 self.ssl_context = ssl.create_default_context()
             context = self.ssl_context
@@ -244,3 +270,16 @@ class Pool:
                 connection.abort()
         self._idle.clear()
         self._idle_count = 0
+
+
+def _refused_late(connection: Connection) -> bool:
+    """Whether a new connection closed before answering its first request
+    was most likely refused at the handshake: under TLS 1.3 the receiver
+    judges the client's certificate (or its absence) after the client's
+    handshake has ended, and its alert is lost when it closes with our
+    request unread (the reset discards it). Asked only for an endpoint with
+    an identity of its own: on the default path a close stays a close."""
+    if connection.head_done or connection.transport is None:
+        return False
+    ssl_object = connection.transport.get_extra_info("ssl_object")
+    return ssl_object is not None and ssl_object.version() == "TLSv1.3"

@@ -24,7 +24,7 @@ from typing import Protocol
 
 from yarl import URL
 
-from deliveries.dispatch import http1, pool, tunnel
+from deliveries.dispatch import client_tls, http1, pool, tunnel
 from deliveries.dispatch.credentials import ClientTls, EndpointAuth
 from deliveries.dispatch.resolver import (
     DNS_TIMEOUT_SECONDS,
@@ -150,6 +150,10 @@ class AsyncSender:
         allow_private: bool,
         limit: int = CONNECTION_LIMIT,
         resolve: destinations.Resolver | None = None,
+        # The trust of every https send (None: the system's,
+        # ssl.create_default_context()). An endpoint with a client
+        # certificate and no CA bundle of its own trusts the CA certificates
+        # loaded into it (client_tls.ClientContexts).
         ssl_context: ssl.SSLContext | None = None,
         # Times the request within its asyncio.timeout; run_dispatcher gives
         # it the dispatcher's clock, tests may give theirs.
@@ -205,7 +209,7 @@ class AsyncSender:
         try:
             async with asyncio.timeout(timeout):
                 response = await self._pool.post(
-                    target, framed, exchange, request.tenant
+                    target, framed, exchange, request.tenant, request.client_tls
                 )
         except TimeoutError:
             if exchange.tunnelling:
@@ -301,7 +305,7 @@ def _refusal_kind(refused: destinations.DestinationRefused) -> str:
 def _error_kind(exc: Exception) -> str:
     if isinstance(exc, tunnel.ProxyFailed):  # before the tunnel was up
         return ErrorKind.PROXY_ERROR
-    if isinstance(exc, ssl.SSLError):  # the certificate check among them
+    if isinstance(exc, ssl.SSLError | client_tls.TlsFailed):  # certificates too
         return ErrorKind.TLS
     if isinstance(exc, http1.ResponseError):
         return ErrorKind.INVALID_RESPONSE
@@ -319,9 +323,8 @@ def _short(exc: BaseException) -> str:
             return f"Connection refused ({where})"
         reason = exc.error.strerror or str(exc.error) or type(exc.error).__name__
         return f"Could not connect to {where}: {reason}"[:500]
-    if isinstance(exc, ssl.SSLError):
-        reason = getattr(exc, "verify_message", None) or exc.reason or str(exc)
-        return f"the TLS handshake failed: {reason}"[:500]
-    if isinstance(exc, http1.Disconnected | tunnel.ProxyFailed):
+    if isinstance(exc, ssl.SSLError):  # from the handshake (pool.py)
+        return client_tls.describe(exc)[:500]
+    if isinstance(exc, http1.Disconnected | tunnel.ProxyFailed | client_tls.TlsFailed):
         return str(exc)
     return f"{type(exc).__name__}: {exc}"[:500]
