@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import functools
 import hmac
+from dataclasses import replace
 
 from django.conf import settings
 
 from deliveries import signing
+from deliveries.dispatch.endpoint_auth import REDACTED, authorized_headers
 from deliveries.dispatch.jobs import Job
 from deliveries.dispatch.transport import OutgoingRequest, wire_headers
 from deliveries.request import outgoing_headers
@@ -86,10 +88,18 @@ def recorded_headers(
     request: OutgoingRequest, *, secret_names
 ) -> tuple[tuple[str, str], ...]:
     """The headers as sent, in order, with custom header values and the
-    signatures replaced by their fingerprints."""
+    signatures replaced by their fingerprints, and the endpoint's
+    Authorization (added by endpoint_auth.AuthorizingSender after this
+    request was made) shown by its scheme alone."""
     hidden = {name.lower() for name in secret_names}
     hidden.add(SIGNATURE_HEADER)
     key = _fingerprint_key()
+    if request.auth is not None and request.kind == "http":
+        # Shown by its scheme alone: not even a fingerprint of a password or
+        # token. (Broker kinds send no Authorization.)
+        shown = REDACTED.get(request.auth.type, "(redacted)")
+        request = replace(request, headers=authorized_headers(request.headers, shown))
+        hidden.discard("authorization")
     return tuple(
         [
             (name, fingerprint(value, key=key) if name.lower() in hidden else value)

@@ -12,6 +12,11 @@ from django.core.management.base import BaseCommand
 
 from deliveries.dispatch.brokers import KindSender
 from deliveries.dispatch.dispatcher import Dispatcher
+from deliveries.dispatch.endpoint_auth import (
+    TOKEN_BODY_LIMIT,
+    TOKEN_CONNECTIONS,
+    AuthorizingSender,
+)
 from deliveries.dispatch.heartbeat import Heartbeat
 from deliveries.dispatch.lease import default_lease_seconds, start_margin
 from deliveries.dispatch.maintenance import (
@@ -102,15 +107,30 @@ class Command(BaseCommand):
             # HTTP endpoints by AsyncSender, broker kinds by their own
             # senders (deliveries/dispatch/brokers/), loaded on first use.
             sender=KindSender(
-                http=AsyncSender(
-                    timeout=settings.HTTP_TIMEOUT_SECONDS,
-                    body_limit=settings.RESPONSE_BODY_LIMIT_BYTES,
-                    allow_private=settings.RELAY_ALLOW_PRIVATE_DESTINATIONS,
-                    # One socket per send slot: a lower limit would queue sends
-                    # inside the sender, their deadline running while they wait.
-                    limit=concurrency,
+                # Endpoints with auth get their Authorization here; OAuth2
+                # tokens come through a sender of their own, under the same
+                # destination policy and proxy as the receivers.
+                http=AuthorizingSender(
+                    http=AsyncSender(
+                        timeout=settings.HTTP_TIMEOUT_SECONDS,
+                        body_limit=settings.RESPONSE_BODY_LIMIT_BYTES,
+                        allow_private=settings.RELAY_ALLOW_PRIVATE_DESTINATIONS,
+                        # One socket per send slot: a lower limit would queue
+                        # sends inside the sender, their deadline running
+                        # while they wait.
+                        limit=concurrency,
+                        monotonic=clock.monotonic,
+                        proxy=settings.RELAY_EGRESS_PROXY,
+                    ),
+                    tokens=AsyncSender(
+                        timeout=settings.HTTP_TIMEOUT_SECONDS,
+                        body_limit=TOKEN_BODY_LIMIT,
+                        allow_private=settings.RELAY_ALLOW_PRIVATE_DESTINATIONS,
+                        limit=TOKEN_CONNECTIONS,
+                        monotonic=clock.monotonic,
+                        proxy=settings.RELAY_EGRESS_PROXY,
+                    ),
                     monotonic=clock.monotonic,
-                    proxy=settings.RELAY_EGRESS_PROXY,
                 ),
                 timeout=settings.HTTP_TIMEOUT_SECONDS,
                 allow_private=settings.RELAY_ALLOW_PRIVATE_DESTINATIONS,
