@@ -149,8 +149,9 @@ def endpoint_update(
 ):
     """Change only the fields sent; null clears max_attempts, retry_schedule,
     timeout_seconds (back to the merchant's default, else the relay's),
-    rate_limit_per_second, max_in_flight (back to the relay default), filter
-    and headers."""
+    rate_limit_per_second, max_in_flight (back to the relay default), filter,
+    headers, auth and tls. A change to auth may leave out the password or
+    client secret to keep the stored one (endpoints/client_credentials.py)."""
     endpoint = visible_endpoint(request, slug, endpoint_id)
     changes = payload.changes()
     services.endpoint_update(

@@ -8,10 +8,19 @@ from typing import Annotated, Any, Literal
 from ninja import Field, Schema
 from pydantic import AfterValidator, StringConstraints, ValidationInfo
 
-from endpoints import brokers, signing_keys, verification
+from endpoints import brokers, client_credentials, signing_keys, verification
+from endpoints.credentials_schemas import (
+    AUTH_DESCRIPTION,
+    AUTH_EXAMPLES,
+    TLS_DESCRIPTION,
+    AuthOut,
+    CredentialsObject,
+    TlsOut,
+)
 from endpoints.matching import EVENT_TYPE_RE, MAX_EVENT_TYPE_LENGTH, SUBSCRIPTION_RE
 from endpoints.models import Endpoint, EndpointHealth, Membership
 from endpoints.secrets import ROTATION_OVERLAP_MAX_SECONDS
+from relayproject.lib.clock import utcnow
 
 Subscription = Annotated[
     str, StringConstraints(max_length=255, pattern=SUBSCRIPTION_RE.pattern)
@@ -130,7 +139,6 @@ SIGNING_DESCRIPTION = (
     "by side, while receivers move from one to the other)."
 )
 
-
 SLUG_PATTERN = r"^[-a-zA-Z0-9_]+$"
 
 
@@ -208,6 +216,10 @@ class EndpointIn(Schema):
         "publish order.",
     )
     signing: Signing = Field("v1", description=SIGNING_DESCRIPTION)
+    auth: CredentialsObject | None = Field(
+        None, description=AUTH_DESCRIPTION, examples=AUTH_EXAMPLES
+    )
+    tls: CredentialsObject | None = Field(None, description=TLS_DESCRIPTION)
 
 
 class EndpointPatch(Schema):
@@ -229,6 +241,10 @@ class EndpointPatch(Schema):
     ordered: bool | None = None
     signing: Signing | None = Field(None, description=SIGNING_DESCRIPTION)
     is_active: bool | None = None
+    auth: CredentialsObject | None = Field(
+        None, description=AUTH_DESCRIPTION, examples=AUTH_EXAMPLES
+    )
+    tls: CredentialsObject | None = Field(None, description=TLS_DESCRIPTION)
 
     def changes(self) -> dict:
         """The fields sent; null on a field that cannot be empty means "unchanged"."""
@@ -306,6 +322,13 @@ class EndpointOut(Schema):
         "(`whpk_` + base64 of its 32 bytes) that checks the `v1a` signature; "
         "null with `v1`."
     )
+    auth: AuthOut | None = Field(
+        description="Its auth without the password or client secret; null: none."
+    )
+    tls: TlsOut | None = Field(
+        description="Its client certificate's subject and expiry and whether a "
+        "CA bundle is set, never the key; null: none."
+    )
     breaker_state: str
     verification: VerificationOut
     created_at: datetime
@@ -327,6 +350,14 @@ class EndpointOut(Schema):
     @staticmethod
     def resolve_public_key(obj: Endpoint) -> str | None:
         return obj.signing_public_key if signing_keys.signs_v1a(obj.signing) else None
+
+    @staticmethod
+    def resolve_auth(obj: Endpoint) -> dict | None:
+        return client_credentials.auth_shown(obj)
+
+    @staticmethod
+    def resolve_tls(obj: Endpoint) -> dict | None:
+        return client_credentials.tls_shown(obj, now=utcnow())
 
     @staticmethod
     def resolve_has_credentials(obj: Endpoint) -> bool:

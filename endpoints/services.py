@@ -13,6 +13,7 @@ from django.db import transaction
 from endpoints import (
     broker_fields,
     brokers,
+    client_credentials,
     quotas,
     retry_policy,
     signing_keys,
@@ -174,12 +175,15 @@ def endpoint_create(
     retry_schedule: list[float] | None = None,
     timeout_seconds: float | None = None,
     signing: str = signing_keys.V1,
+    auth: dict | None = None,
+    tls: dict | None = None,
     now: datetime,
 ) -> Endpoint:
     """Create an endpoint with its first signing secret and a closed breaker.
 
     A broker kind's url may carry user:password: they are stored apart,
-    encrypted, and the url without them (endpoints/broker_fields.py)."""
+    encrypted, and the url without them (endpoints/broker_fields.py). auth and
+    tls: endpoints/client_credentials.py."""
     destination, errors = broker_fields.destination_clean(
         merchant=merchant, kind=kind, url=url, target=target or {}
     )
@@ -202,6 +206,10 @@ def endpoint_create(
             "timeout_seconds": timeout_seconds,
         },
     )
+    credentials, problems = client_credentials.credentials_clean(
+        endpoint=None, kind=kind, headers=headers, auth=auth, tls=tls
+    )
+    _merge(errors, problems)
     if kind in brokers.BROKER_KINDS and permanent_statuses:
         errors["permanent_statuses"] = [broker_fields.NO_STATUSES]
     if len(description) > 500:
@@ -210,7 +218,7 @@ def endpoint_create(
         raise ValidationError(errors)
     with transaction.atomic():
         quotas.endpoint_room_take(merchant)
-        endpoint = Endpoint.objects.create(
+        endpoint = Endpoint(
             merchant=merchant,
             **destination.columns(),
             description=description,
@@ -226,6 +234,8 @@ def endpoint_create(
             timeout_seconds=timeout_seconds,
             **signing_keys.signing_columns(scheme=signing, private_key=None),
         )
+        client_credentials.credentials_apply(endpoint, credentials)
+        endpoint.save(force_insert=True)
         # Nothing at a broker can echo a challenge: the operator's host list
         # is what a broker endpoint is trusted by.
         if not destination.is_broker and verification.required(merchant):
@@ -257,13 +267,16 @@ def endpoint_update(
     is_active=_UNSET,
     retry_schedule=_UNSET,
     timeout_seconds=_UNSET,
+    auth=_UNSET,
+    tls=_UNSET,
     by: str = "api",
     now: datetime,
 ) -> Endpoint:
     """Change only the fields given; validate them all before writing any.
 
     A broker url given without credentials keeps the stored ones only on the
-    same scheme, host and port (endpoints/broker_fields.py)."""
+    same scheme, host and port (endpoints/broker_fields.py). auth and tls
+    (None removes either): endpoints/client_credentials.py."""
     destination, errors = broker_fields.destination_change(
         endpoint=endpoint,
         kind=None if kind is _UNSET else kind,
@@ -304,6 +317,14 @@ def endpoint_update(
     )
     if description is not _UNSET and len(description or "") > 500:
         errors["description"] = ["At most 500 characters."]
+    credentials, problems = client_credentials.credentials_clean(
+        endpoint=endpoint,
+        kind=endpoint.kind if kind in (_UNSET, None) else kind,
+        headers=endpoint.headers if headers is _UNSET else headers,
+        auth=client_credentials.UNCHANGED if auth is _UNSET else auth,
+        tls=client_credentials.UNCHANGED if tls is _UNSET else tls,
+    )
+    _merge(errors, problems)
     if errors:
         raise ValidationError(errors)
     changes = {
@@ -343,6 +364,7 @@ def endpoint_update(
     fields = [field for field, value in changes.items() if value is not _UNSET]
     for field in fields:
         setattr(endpoint, field, changes[field])
+    fields += client_credentials.credentials_apply(endpoint, credentials)
     if endpoint.kind != brokers.HTTP and endpoint.awaiting_verification:
         # Nothing at a broker can answer the challenge: it would wait forever.
         _verification_dropped(endpoint)
@@ -364,6 +386,11 @@ def endpoint_update(
                 endpoint=endpoint, reason="disabled by user", by=by, now=now
             )
     return endpoint
+
+
+def _merge(errors: dict[str, list[str]], more: dict[str, list[str]]) -> None:
+    for field, messages in more.items():
+        errors.setdefault(field, []).extend(messages)
 
 
 def _verification_dropped(endpoint: Endpoint) -> None:

@@ -14,6 +14,8 @@ from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
 
 from endpoints import broker_fields, brokers, quotas
+from endpoints.admin.credentials import SHOWN as CREDENTIALS_SHOWN
+from endpoints.admin.credentials import CredentialsOnPage
 from endpoints.admin.forms import EventTypeForm, MerchantForm
 from endpoints.admin.memberships import MembershipGrantsLogged, MembershipInline
 from endpoints.admin.ordering import OrderingActions
@@ -182,7 +184,11 @@ class EndpointActions(QuickRows):
 
 @admin.register(Endpoint)
 class EndpointAdmin(
-    VerificationActions, OrderingActions, EndpointActions, admin.ModelAdmin
+    CredentialsOnPage,
+    VerificationActions,
+    OrderingActions,
+    EndpointActions,
+    admin.ModelAdmin,
 ):
     # The page's own buttons post to the list's actions (same permission
     # checks, same log entries): see endpoint_change_form.html.
@@ -239,7 +245,7 @@ class EndpointAdmin(
     search_help_text = "An id (ep_…), part of a URL or description, or a merchant slug."
     show_full_result_count = False
     inlines = (EndpointSecretInline,)
-    fields = readonly_fields = (
+    shown = (
         "id",
         "merchant",
         "kind",
@@ -271,6 +277,12 @@ class EndpointAdmin(
         "health_summary",
         "deliveries_links",
     )
+    # Every field is read-only but the write-only credentials: the services
+    # change an endpoint, through actions and the credentials section.
+    readonly_fields = (*shown, *CREDENTIALS_SHOWN)
+
+    def get_fieldsets(self, request, obj=None):
+        return ((None, {"fields": self.shown}), self.credentials_fieldset(request, obj))
 
     def _endpoints(self, queryset) -> list[Endpoint]:
         return list(queryset)

@@ -114,6 +114,8 @@ class EventCalls(BaseClient):
         signing: str | None = None,
         retry_schedule: list[float] | None = None,
         timeout_seconds: float | None = None,
+        auth: dict[str, Any] | None = None,
+        tls: dict[str, Any] | None = None,
     ) -> EndpointCreated:
         """An endpoint for the relay's own relay.* events (platform keys only)."""
         body = given(
@@ -132,6 +134,8 @@ class EventCalls(BaseClient):
             signing=signing,
             retry_schedule=retry_schedule,
             timeout_seconds=timeout_seconds,
+            auth=auth,
+            tls=tls,
         )
         data, answer = self._call("POST", OPERATIONAL, body=body)
         return self._build(EndpointCreated, data, answer)
@@ -164,6 +168,8 @@ class EventCalls(BaseClient):
         retry_schedule: list[float] | None = UNSET,
         timeout_seconds: float | None = UNSET,
         is_active: bool = UNSET,
+        auth: dict[str, Any] | None = UNSET,
+        tls: dict[str, Any] | None = UNSET,
     ) -> Endpoint:
         """Change only the fields given, as update_endpoint does."""
         body = fields(
@@ -183,6 +189,8 @@ class EventCalls(BaseClient):
             retry_schedule=retry_schedule,
             timeout_seconds=timeout_seconds,
             is_active=is_active,
+            auth=auth,
+            tls=tls,
         )
         path = f"{OPERATIONAL}/{segment(endpoint_id)}"
         data, answer = self._call("PATCH", path, body=body)

@@ -87,6 +87,8 @@ class MerchantCalls(BaseClient):
         retry_schedule: list[float] | None = None,
         timeout_seconds: float | None = None,
         signing: str | None = None,
+        auth: dict[str, Any] | None = None,
+        tls: dict[str, Any] | None = None,
     ) -> EndpointCreated:
         """A new endpoint; the answer's `secret` (whsec_...) is shown only here.
 
@@ -94,7 +96,10 @@ class MerchantCalls(BaseClient):
         or "mqtt" publish to the broker `url` names (user:password in it are
         kept encrypted; answers show the password as ***) at `target`, e.g.
         {"exchange": "hooks", "routing_key": "orders"}, {"subject"},
-        {"stream", "maxlen"}, {"topic"}."""
+        {"stream", "maxlen"}, {"topic"}. `auth` ({"type": "basic", ...} or
+        {"type": "oauth2", ...}) and `tls` ({"client_cert", "client_key",
+        "ca_bundle"?} or {"pkcs12", "password"?}): HTTP only, write-only
+        secrets (answers show neither the password, client secret nor key)."""
         body = given(
             kind=kind,
             url=url,
@@ -111,6 +116,8 @@ class MerchantCalls(BaseClient):
             retry_schedule=retry_schedule,
             timeout_seconds=timeout_seconds,
             signing=signing,
+            auth=auth,
+            tls=tls,
         )
         path = f"/merchants/{segment(merchant)}/endpoints"
         data, answer = self._call("POST", path, body=body)
@@ -147,6 +154,8 @@ class MerchantCalls(BaseClient):
         timeout_seconds: float | None = UNSET,
         signing: str = UNSET,
         is_active: bool = UNSET,
+        auth: dict[str, Any] | None = UNSET,
+        tls: dict[str, Any] | None = UNSET,
     ) -> Endpoint:
         """Change only the fields given; None clears max_attempts,
         retry_schedule, timeout_seconds (back to the merchant's default),
@@ -172,6 +181,8 @@ class MerchantCalls(BaseClient):
             timeout_seconds=timeout_seconds,
             signing=signing,
             is_active=is_active,
+            auth=auth,
+            tls=tls,
         )
         path = _endpoint_at(merchant, endpoint_id)
         data, answer = self._call("PATCH", path, body=body)

@@ -93,6 +93,11 @@ class Endpoint(_Answer):
     timeout_seconds: float | None
     signing: str  # "v1" (HMAC), "v1a" (Ed25519) or "both"
     public_key: str | None  # whpk_...: checks the v1a signature; None with v1
+    # {"type": "basic", "username"} or {"type": "oauth2", "token_url",
+    # "client_id", "scope", "audience"}: never the password or client secret.
+    auth: dict | None
+    # {"subject", "not_after", "ca_bundle", "expires_soon", "expired"}: never the key.
+    tls: dict | None
     breaker_state: str
     verification: Verification
     created_at: str
