@@ -16,7 +16,7 @@ from django.core.exceptions import ValidationError
 from endpoints import brokers, signing_keys
 from endpoints.custom_headers import normalised
 from endpoints.filtering import MAX_DEPTH
-from relayproject.portal import endpoint_kinds
+from relayproject.portal import endpoint_kinds, retry_fields
 from relayproject.portal.forms import split_types
 
 
@@ -54,10 +54,6 @@ class EndpointForm(forms.Form):
             "Comma or space separated; 'payment.*' matches every type that starts "
             "with 'payment.'. Leave empty to receive every type."
         ),
-    )
-    max_attempts = forms.IntegerField(
-        required=False,
-        help_text="Empty: the relay's default.",
     )
     rate_limit_per_second = forms.FloatField(
         label="Rate limit (per second)", required=False, help_text="Empty: no limit."
@@ -159,6 +155,7 @@ class EndpointForm(forms.Form):
         self.fields.update(
             endpoint_kinds.form_fields(kinds=self.kinds, chosen=kind, merchant=merchant)
         )
+        self.fields.update(retry_fields.form_fields(merchant))
         if password_set:
             self.fields["broker_password"].help_text = (
                 "A password is set; leave empty to keep it. It is kept while the "
@@ -200,9 +197,6 @@ class EndpointForm(forms.Form):
                 "Where we POST events. Addresses on private networks (loopback, "
                 "10.x, 192.168.x, cloud metadata) are refused."
             )
-        self.fields[
-            "max_attempts"
-        ].help_text = f"Empty: the relay's default, {settings.MAX_ATTEMPTS}."
         self.fields["max_in_flight"].help_text = (
             "Deliveries sent at once to this endpoint. Empty: the relay's default, "
             f"{settings.ENDPOINT_MAX_IN_FLIGHT}."
@@ -226,7 +220,7 @@ class EndpointForm(forms.Form):
             "description": endpoint.description,
             "known_event_types": known,
             "event_types": ", ".join(other),
-            "max_attempts": endpoint.max_attempts,
+            **retry_fields.initial_for(endpoint),
             "rate_limit_per_second": endpoint.rate_limit_per_second,
             "filter": json.dumps(endpoint.filter, indent=2) if endpoint.filter else "",
             "max_in_flight": endpoint.max_in_flight,
@@ -253,12 +247,14 @@ class EndpointForm(forms.Form):
     # Shown folded under "Advanced": most endpoints never set them.
     ADVANCED = (
         "max_attempts",
+        "retry_schedule",
+        "timeout_seconds",
+        "permanent_statuses",
         "rate_limit_per_second",
         "filter",
         "remove_headers",
         "headers",
         "max_in_flight",
-        "permanent_statuses",
         "ordered",
         "signing",
     )
@@ -284,7 +280,9 @@ class EndpointForm(forms.Form):
 
     @property
     def advanced_fields(self) -> list:
-        return [f for f in self if f.name in self.ADVANCED]
+        # In ADVANCED's order: the retry fields together, whatever the
+        # order they were added in.
+        return [self[name] for name in self.ADVANCED if name in self.fields]
 
     @property
     def advanced_open(self) -> bool:
@@ -394,7 +392,7 @@ class EndpointForm(forms.Form):
             "description": data["description"],
             "event_types": list(data["known_event_types"])
             + split_types(data["event_types"]),
-            "max_attempts": data["max_attempts"],
+            **retry_fields.service_kwargs(self),
             "rate_limit_per_second": data["rate_limit_per_second"],
             "filter": data["filter"],
             "headers": self._headers_kept_and_written(),

@@ -12,7 +12,8 @@ from urllib.parse import urlsplit
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from endpoints import brokers
+from endpoints import brokers, client_credentials
+from endpoints.certificate_expiry import endpoint_certificate_expiry
 
 # Every broker URL scheme: an attempt recorded with one went to a broker.
 BROKER_SCHEMES = frozenset(s for kind in brokers.SCHEMES.values() for s in kind)
@@ -197,3 +198,20 @@ def type_groups(
             TypeOption(name, description, deprecated, name in checked)
         )
     return sorted(groups.items())
+
+
+def credentials_state(endpoint, *, now) -> dict:
+    """An HTTP endpoint's auth and client certificate as pages show them
+    (never a secret), and the certificate's expiry warning when it is due."""
+    if endpoint.kind != brokers.HTTP:
+        return {}
+    has_cert = bool(endpoint.tls_client_cert and endpoint.tls_not_after)
+    return {
+        "auth_state": client_credentials.auth_shown(endpoint),
+        "tls_state": client_credentials.tls_shown(endpoint, now=now),
+        # Set when inside the warning window or past expiry (its words say so).
+        "cert_expiry": endpoint_certificate_expiry(endpoint, now=now)
+        if has_cert
+        else None,
+        "cert_days_left": (endpoint.tls_not_after - now).days if has_cert else None,
+    }

@@ -7,6 +7,7 @@ from django.urls import path
 from relayproject.portal.views import (
     auth,
     catalogue,
+    credentials,
     deliveries,
     endpoints,
     health,
@@ -50,6 +51,11 @@ urlpatterns = [
     path(EP + "try-now/", pause.endpoint_try_now, name="endpoint_try_now"),
     path(EP + "secret/reveal/", secrets.secret_reveal, name="secret_reveal"),
     path(EP + "secret/rotate/", secrets.secret_rotate, name="secret_rotate"),
+    path(
+        EP + "authentication/",
+        credentials.endpoint_credentials,
+        name="endpoint_credentials",
+    ),
     path(
         EP + "verification/",
         verification.endpoint_verification,

@@ -1,7 +1,7 @@
 /* webhook-relay portal: small enhancements, loaded as a file (the CSP allows no inline script).
    Every page works without it; it adds copy buttons, relative times, the
-   example picker, the endpoint kind picker's instant fields and the live
-   status of an in-flight delivery. */
+   example picker, the endpoint kind picker's instant fields, the auth
+   type's fields and the live status of an in-flight delivery. */
 (function () {
   "use strict";
 
@@ -149,6 +149,23 @@
     });
   }
 
+  // The Authentication page: only the chosen auth type's fields show.
+  // Without this every type's fields show, and only the chosen one's are read.
+  function authPicker() {
+    var picker = document.getElementById("auth-type-picker");
+    if (!picker) return;
+    function show(type) {
+      document.querySelectorAll("[data-auth]").forEach(function (el) {
+        el.hidden = el.dataset.auth !== type;
+      });
+    }
+    var checked = picker.querySelector("input[name=auth_type]:checked");
+    show(checked ? checked.value : "");
+    picker.addEventListener("change", function (event) {
+      if (event.target.name === "auth_type") show(event.target.value);
+    });
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
     document.addEventListener("click", function (event) {
       var button = event.target.closest("button.copy");
@@ -161,5 +178,6 @@
     confirmations();
     typeSearch();
     kindPicker();
+    authPicker();
   });
 })();

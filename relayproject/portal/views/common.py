@@ -22,6 +22,7 @@ TABS = {
     "endpoint_health": "health",
     "endpoint_example": "example",
     "endpoint_recover": "recover",
+    "endpoint_credentials": "credentials",
     "secret_rotate": "overview",
     "endpoint_verification": "overview",
 }

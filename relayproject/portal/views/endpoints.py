@@ -22,6 +22,7 @@ from endpoints import quotas, services
 from endpoints.catalogue import catalogue_names, merchant_types
 from endpoints.filtering import filter_errors, filter_matches
 from endpoints.matching import subscribes_to
+from endpoints.retry_policy import policy_in_force, schedule_words
 from endpoints.selectors import endpoints_of_merchant, secrets_of_endpoint
 from endpoints.words import breaker_words, degraded_words, state_label
 from relayproject.demo import demo_enabled, demo_endpoint_url
@@ -32,6 +33,7 @@ from relayproject.portal.access import READ, WRITE, Access, portal_view
 from relayproject.portal.endpoint_form import EndpointForm
 from relayproject.portal.present import (
     HEADERS_CARRIED,
+    credentials_state,
     credentials_words,
     target_words,
     type_groups,
@@ -312,10 +314,10 @@ def endpoint_detail(request: HttpRequest, access: Access) -> HttpResponse:
                 getattr(endpoint, "health", None), active=endpoint.is_active
             ),
             "condition": endpoint_condition(endpoint=endpoint, now=utcnow()),
-            "defaults": {
-                "max_attempts": settings.MAX_ATTEMPTS,
-                "max_in_flight": settings.ENDPOINT_MAX_IN_FLIGHT,
-            },
+            "defaults": {"max_in_flight": settings.ENDPOINT_MAX_IN_FLIGHT},
+            # The retry policy in force, and where each part of it comes from.
+            "policy": (policy := policy_in_force(endpoint)),
+            "schedule_words": schedule_words(policy.retry_schedule),
             # The relay-wide ones too: they stop this endpoint's deliveries.
             "permanent_statuses": sorted(
                 set(endpoint.permanent_statuses or ())
@@ -327,6 +329,7 @@ def endpoint_detail(request: HttpRequest, access: Access) -> HttpResponse:
             "target": target_words(endpoint.kind, endpoint.target),
             "credentials": credentials_words(endpoint.broker_credentials or ""),
             "headers_carried": HEADERS_CARRIED.get(endpoint.kind, ""),
+            **credentials_state(endpoint, now=utcnow()),
         },
     )
     if revealed:
