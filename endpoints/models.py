@@ -298,6 +298,13 @@ class Endpoint(MerchantKeyed):
                 condition=Q(awaiting_verification=True),
                 name="endpoint_awaiting_verif_idx",
             ),
+            # The periodic check looks for client certificates near expiry
+            # (deliveries/notifications/certificates.py) once a minute.
+            models.Index(
+                fields=["tls_not_after"],
+                condition=Q(tls_not_after__isnull=False),
+                name="endpoint_tls_not_after_idx",
+            ),
         ]
         # Vouching for an endpoint without its challenge is not the same as
         # editing endpoints (endpoints/admin/model_admins.py).

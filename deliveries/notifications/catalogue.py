@@ -14,6 +14,7 @@ fails the tests that emit it.
 from __future__ import annotations
 
 from deliveries.notifications.operational import (
+    CERTIFICATE_EXPIRING,
     DELIVERY_DEAD,
     ENDPOINT_DISABLED,
     ENDPOINT_ENABLED,
@@ -197,6 +198,33 @@ CATALOGUE: dict[str, dict] = {
             "last_dead_at": "2026-12-03T14:02:49.907Z",
             "last_error": "HTTP 400: unknown order",
             "last_status_code": 400,
+        },
+    },
+    CERTIFICATE_EXPIRING: {
+        "schema": _schema(
+            "An endpoint's client certificate expires soon, or has expired",
+            ["subject", "not_after", "days_left", "expired"],
+            {
+                "subject": {
+                    "type": "string",
+                    "description": "The certificate's subject, as the endpoint shows it.",
+                },
+                "not_after": TIME,
+                "days_left": {
+                    "type": "integer",
+                    "description": "Whole days until not_after, rounded down: "
+                    "0 on its last day, negative once it has expired.",
+                },
+                "expired": {"type": "boolean"},
+            },
+        ),
+        "example": {
+            "merchant": "acme",
+            "endpoint": EXAMPLE_ENDPOINT,
+            "subject": "CN=relay.acme.example,O=Acme",
+            "not_after": "2026-12-17T12:00:00.000Z",
+            "days_left": 9,
+            "expired": False,
         },
     },
     ENDPOINT_VERIFICATION: {

@@ -27,6 +27,7 @@ ENDPOINT_FAILING = "relay.endpoint.failing"
 ENDPOINT_DISABLED = "relay.endpoint.disabled"
 ENDPOINT_ENABLED = "relay.endpoint.enabled"
 DELIVERY_DEAD = "relay.delivery.dead"
+CERTIFICATE_EXPIRING = "relay.endpoint.certificate_expiring"
 # Sent to the merchant's own endpoint, not to operational endpoints
 # (deliveries/verification.py); catalogued here with the relay's other types.
 ENDPOINT_VERIFICATION = "relay.endpoint.verification"
@@ -38,6 +39,9 @@ OPERATIONAL_TYPES = {
     ENDPOINT_ENABLED: "A disabled endpoint was enabled again.",
     DELIVERY_DEAD: "Deliveries to an endpoint were dead-lettered (at most one "
     "event per endpoint per OPERATIONAL_COALESCE_SECONDS, with the count).",
+    CERTIFICATE_EXPIRING: "An active endpoint's client certificate (mTLS) "
+    "expires within CLIENT_CERT_EXPIRY_WARNING_DAYS, or has expired: once per "
+    "certificate, again when a new one is uploaded.",
     ENDPOINT_VERIFICATION: "Sent to a merchant's endpoint awaiting verification "
     "(REQUIRE_ENDPOINT_VERIFICATION): answer 2xx with data.challenge as the "
     'body (or as {"challenge": ...}) and the endpoint is verified.',

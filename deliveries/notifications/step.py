@@ -7,13 +7,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection
 from django.db.models import Q
 
+from deliveries.notifications.certificates import certificates_warn
 from deliveries.notifications.deadletters import (
     dead_letters_announce,
     dead_letters_collect,
@@ -34,6 +35,7 @@ class CheckReport:
     watch: WatchReport
     dead_letters_seen: int
     dead_announced: list[str]
+    certificates_warned: list[str] = field(default_factory=list)
 
 
 def slot_take(*, name: str, now: datetime, every: timedelta) -> bool:
@@ -57,16 +59,23 @@ def check_run(*, now: datetime, force: bool = False) -> CheckReport | None:
     watch = watch_run(now=now)
     seen = dead_letters_collect(now=now)
     announced = dead_letters_announce(now=now)
+    certificates = certificates_warn(now=now)
     # Once a minute across all dispatchers: the line also says which one ran it.
     logger.info(
         "endpoint check: looked at %d, said %s, auto-disabled %s, "
-        "dead-letter events for %s",
+        "dead-letter events for %s, expiring certificates of %s",
         watch.looked_at,
         [f"{t} {e}" for t, e in watch.said],
         watch.disabled,
         announced,
+        certificates,
     )
-    return CheckReport(watch=watch, dead_letters_seen=seen, dead_announced=announced)
+    return CheckReport(
+        watch=watch,
+        dead_letters_seen=seen,
+        dead_announced=announced,
+        certificates_warned=certificates,
+    )
 
 
 class Mailer:

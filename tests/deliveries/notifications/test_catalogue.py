@@ -11,6 +11,7 @@ from django.contrib.auth.models import User
 from django.core.management import call_command
 
 from deliveries.notifications.catalogue import CATALOGUE, operational_types_register
+from deliveries.notifications.certificates import certificates_warn
 from deliveries.notifications.deadletters import (
     dead_letters_announce,
     dead_letters_collect,
@@ -91,6 +92,10 @@ def test_the_relay_s_real_payloads_match_their_schemas(endpoint, ops_endpoint):
     type(dead).objects.filter(pk=dead.pk).update(status="dead", dead_at=T0 + hours(124))
     dead_letters_collect(now=T0 + hours(125))
     dead_letters_announce(now=T0 + hours(126))
+    type(endpoint).objects.filter(pk=endpoint.pk).update(
+        tls_subject="CN=relay.acme.example", tls_not_after=T0 + hours(130)
+    )
+    certificates_warn(now=T0 + hours(127))  # certificate_expiring
 
     events = said()
     # relay.endpoint.verification goes to a merchant's endpoint, with its
