@@ -124,7 +124,9 @@ class ReceiverProcess:
             stdout=subprocess.PIPE,
             text=True,
         )
-        line = self.proc.stdout.readline().split()
+        # "port N", and more ports after it with --tls-dir.
+        self.first_line = self.proc.stdout.readline()
+        line = self.first_line.split()
         self.port = int(line[1])
         self.base = f"http://127.0.0.1:{self.port}"
 

@@ -16,6 +16,11 @@ with GET /_dump and clears it with POST /_reset; GET /_peak is the most
 requests it held at once since then (what the sender had in flight).
 
     python bench/receiver.py --port 0 --mix   # prints "port N" first
+
+With --tls-dir DIR (server.pem, server.key and ca.pem, written by
+bench/endpoint_auth_bench.py) the same app is also served over TLS on two
+more ports, the second requiring a client certificate issued by ca.pem; the
+first line is then "port N tls M mtls K".
 """
 
 from __future__ import annotations
@@ -24,8 +29,10 @@ import argparse
 import asyncio
 import hashlib
 import json
+import ssl
 import sys
 import time
+from pathlib import Path
 
 from aiohttp import web
 
@@ -92,12 +99,36 @@ def app_make(*, delay: float, mix: bool) -> web.Application:
     return app
 
 
-async def serve(*, port: int, delay: float, mix: bool) -> None:
+def tls_contexts(tls_dir: Path) -> tuple[ssl.SSLContext, ssl.SSLContext]:
+    """The server's contexts: one asking nothing of the client, one requiring
+    a client certificate issued by the directory's CA (mTLS)."""
+    contexts = []
+    for required in (False, True):
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(tls_dir / "server.pem", tls_dir / "server.key")
+        if required:
+            context.verify_mode = ssl.CERT_REQUIRED
+            context.load_verify_locations(tls_dir / "ca.pem")
+        contexts.append(context)
+    return contexts[0], contexts[1]
+
+
+async def serve(
+    *, port: int, delay: float, mix: bool, tls_dir: Path | None = None
+) -> None:
     runner = web.AppRunner(app_make(delay=delay, mix=mix), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", port, backlog=4096)
     await site.start()
-    print(f"port {site._server.sockets[0].getsockname()[1]}", flush=True)
+    line = f"port {site._server.sockets[0].getsockname()[1]}"
+    if tls_dir is not None:
+        for name, context in zip(("tls", "mtls"), tls_contexts(tls_dir), strict=True):
+            tls_site = web.TCPSite(
+                runner, "127.0.0.1", 0, backlog=4096, ssl_context=context
+            )
+            await tls_site.start()
+            line += f" {name} {tls_site._server.sockets[0].getsockname()[1]}"
+    print(line, flush=True)
     try:
         await asyncio.Event().wait()
     finally:
@@ -109,9 +140,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--delay", type=float, default=0.0)
     parser.add_argument("--mix", action="store_true", help="the realistic latency mix")
+    parser.add_argument("--tls-dir", type=Path, default=None, help="also serve TLS")
     args = parser.parse_args(argv)
     try:
-        asyncio.run(serve(port=args.port, delay=args.delay, mix=args.mix))
+        asyncio.run(
+            serve(port=args.port, delay=args.delay, mix=args.mix, tls_dir=args.tls_dir)
+        )
     except KeyboardInterrupt:
         pass
 
