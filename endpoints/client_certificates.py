@@ -24,6 +24,8 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, rsa
 from cryptography.hazmat.primitives.serialization import pkcs12
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
+from endpoints import pkcs12_work
+
 CHAIN_MAX_BYTES = 64 * 1024
 KEY_MAX_BYTES = 16 * 1024
 BUNDLE_MAX_BYTES = 256 * 1024
@@ -92,6 +94,20 @@ def identity_from_pkcs12(
         raw = base64.b64decode("".join(data.split()), validate=True)
     except (binascii.Error, ValueError):
         return None, [("pkcs12", "Not base64: give the PKCS#12 file in base64.")]
+    # Read before it is opened: the file names its own key-derivation work.
+    try:
+        work = pkcs12_work.total_iterations(raw)
+    except pkcs12_work.Unreadable:
+        return None, [("pkcs12", "Could not read the file: it is not a PKCS#12 file.")]
+    if work > pkcs12_work.MAX_TOTAL_ITERATIONS:
+        return None, [
+            (
+                "pkcs12",
+                f"The file asks for more than {pkcs12_work.MAX_TOTAL_ITERATIONS:,} "
+                "key-derivation iterations in all; export it again with your "
+                "tool's default settings.",
+            )
+        ]
     secret = password.encode() if password else None
     try:
         key, leaf, extra = pkcs12.load_key_and_certificates(raw, secret)
