@@ -416,3 +416,66 @@ def test_a_broker_endpoint_has_no_authentication_page(owner, world, settings):
     assert owner.get(page_url(broker)).status_code == 404
     assert owner.post(page_url(broker), OAUTH2).status_code == 404
     assert page_url(broker) not in detail and 'id="auth-state"' not in detail
+
+
+def edit_url(endpoint) -> str:
+    return reverse("portal:endpoint_edit", args=[endpoint.merchant.slug, endpoint.pk])
+
+
+@pytest.mark.parametrize(
+    ("role", "moved"),
+    [(Membership.Role.DEVELOPER, False), (Membership.Role.OWNER, True)],
+)
+def test_only_an_owner_moves_an_endpoint_that_sends_credentials(
+    client, world, role, moved
+):
+    # A developer may edit endpoints but not their credentials: pointing one
+    # that sends a password at a server of their own would read it.
+    endpoint = world.mine.endpoint
+    endpoint_update(
+        endpoint=endpoint,
+        auth={"type": "basic", "username": "relay", "password": PASSWORD},
+        now=utcnow(),
+    )
+    before = fresh(endpoint).url
+    client.force_login(user_with_role(world.mine.merchant, role, "editor"))
+
+    response = client.post(
+        edit_url(endpoint),
+        {
+            "url": "http://127.0.0.1:9/collector",
+            "description": "",
+            "event_types": "",
+        },
+    )
+
+    after = fresh(endpoint).url
+    if moved:
+        assert response.status_code == 302
+        assert after == "http://127.0.0.1:9/collector"
+    else:
+        assert response.status_code == 400
+        assert "Only an owner can change the URL" in field_block(
+            response.content.decode(), "url"
+        )
+        assert after == before
+
+
+def test_a_developer_still_edits_the_rest_of_such_an_endpoint(client, world):
+    endpoint = world.mine.endpoint
+    endpoint_update(
+        endpoint=endpoint,
+        auth={"type": "basic", "username": "relay", "password": PASSWORD},
+        now=utcnow(),
+    )
+    client.force_login(
+        user_with_role(world.mine.merchant, Membership.Role.DEVELOPER, "editor")
+    )
+
+    response = client.post(
+        edit_url(endpoint),
+        {"url": endpoint.url, "description": "billing", "event_types": ""},
+    )
+
+    assert response.status_code == 302
+    assert fresh(endpoint).description == "billing"
