@@ -9,6 +9,11 @@ of every claim. Saving auth or tls changes the version
 (Endpoint.credentials_changed), so a dispatcher sends with what was saved
 from its next claim on.
 
+A row whose endpoint is gone, or has moved on to another version, since
+its claim is STALE: the send loop gives it back unsent and unspent, and the
+next claim reads it with the endpoint as it is now (its URL and its
+credentials agree: the claim reads both in one statement).
+
 Nothing here is ever logged or recorded: every secret field has repr=False.
 """
 
@@ -22,9 +27,11 @@ from dataclasses import dataclass, field
 from endpoints.models import Endpoint
 from relayproject.lib import citus
 
-# Endpoints whose credentials a dispatcher keeps decrypted at once; the least
-# recently used is read again from the database when it next sends.
+# Endpoints whose credentials a dispatcher keeps decrypted at once, and their
+# size in all (a chain, key and bundle are bounded at save to about 340 KiB);
+# past either the least recently used is read again when it next sends.
 KEPT = 4096
+KEPT_BYTES = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -65,9 +72,23 @@ class EndpointAuth:
 class EndpointCredentials:
     client_tls: ClientTls | None = None
     auth: EndpointAuth | None = None
+    # Not what the row was claimed with (the endpoint changed or was deleted
+    # since): not to be sent with (sendloop gives the row back).
+    stale: bool = False
+
+    @property
+    def size(self) -> int:
+        """Characters held, as the cache counts them."""
+        held = 0
+        if (tls := self.client_tls) is not None:
+            held += len(tls.cert_chain) + len(tls.key) + len(tls.ca_bundle)
+        if (auth := self.auth) is not None:
+            held += len(auth.secret) + len(auth.token_url) + len(auth.scope) + 256
+        return held
 
 
 NONE = EndpointCredentials()
+STALE = EndpointCredentials(stale=True)
 
 _COLUMNS = (
     "id",
@@ -81,6 +102,7 @@ _COLUMNS = (
 )
 
 _kept: OrderedDict[tuple[str, str], EndpointCredentials] = OrderedDict()
+_kept_bytes = 0
 _lock = threading.Lock()
 
 
@@ -91,7 +113,7 @@ def credentials_of(
     (endpoint id -> the credentials_version its rows were claimed with).
     Those not kept at that version are read in one statement (on Citus one
     per merchant, `merchants`: endpoint id -> merchant, so it runs on the
-    merchant's shard)."""
+    merchant's shard); one read at another version, or not found, is STALE."""
     found: dict[str, EndpointCredentials] = {}
     missing: list[str] = []
     with _lock:
@@ -106,18 +128,31 @@ def credentials_of(
     if missing:
         for row in _read(missing, merchants or {}):
             credentials = _from_row(row)
-            found[row[0]] = credentials
-            with _lock:
-                _kept[(row[0], row[1])] = credentials
-                while len(_kept) > KEPT:
-                    _kept.popitem(last=False)
+            _keep((row[0], row[1]), credentials)
+            found[row[0]] = credentials if row[1] == versions[row[0]] else STALE
+        for endpoint_id in missing:
+            found.setdefault(endpoint_id, STALE)  # deleted since its claim
     return found
+
+
+def _keep(key: tuple[str, str], credentials: EndpointCredentials) -> None:
+    global _kept_bytes
+    with _lock:
+        if (old := _kept.pop(key, None)) is not None:
+            _kept_bytes -= old.size
+        _kept[key] = credentials
+        _kept_bytes += credentials.size
+        while len(_kept) > KEPT or (_kept_bytes > KEPT_BYTES and len(_kept) > 1):
+            _, dropped = _kept.popitem(last=False)
+            _kept_bytes -= dropped.size
 
 
 def forget_all() -> None:
     """Drop every kept credential (tests; a process that changes keys)."""
+    global _kept_bytes
     with _lock:
         _kept.clear()
+        _kept_bytes = 0
 
 
 def _read(endpoint_ids: list[str], merchants: dict[str, int | None]) -> list:

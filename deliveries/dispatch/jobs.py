@@ -232,7 +232,7 @@ def jobs_load(
                 retry_schedule=_schedule(retry_schedule, merchant_schedule),
                 timeout_seconds=_timeout(timeout_seconds, merchant_timeout),
                 broker_hosts=_broker_hosts(kind, merchant_broker_hosts),
-                credentials=endpoint_credentials[endpoint_id],
+                credentials=endpoint_credentials.get(endpoint_id, credentials.STALE),
             )
         )
     return jobs

@@ -197,6 +197,12 @@ class SendLoop:
         if self._stopping:
             self._give_back(jobs)
         else:
+            if any(job.credentials.stale for job in jobs):
+                # Its endpoint changed (or went) between claim and load: sent
+                # with neither its old nor its new credentials, but given
+                # back, unspent, for the next claim to read as it is now.
+                self._give_back([job for job in jobs if job.credentials.stale])
+                jobs = [job for job in jobs if not job.credentials.stale]
             self._give_back(self.lanes.add(jobs))
         self._pump()
 
