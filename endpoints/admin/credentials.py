@@ -10,6 +10,7 @@ services.endpoint_update, which writes only the credential columns.
 from __future__ import annotations
 
 import base64
+from datetime import timedelta
 
 from django import forms
 from django.contrib import admin
@@ -65,6 +66,10 @@ _LIMITS = {
     "upload_ca_bundle": client_certificates.BUNDLE_MAX_BYTES,
 }
 _SECRET = forms.PasswordInput(render_value=False)  # never sent back to the page
+# The page is shown again only when nothing was saved (a save redirects), and a
+# browser sends neither a typed secret nor a chosen file back: say so there.
+RETYPE = "Not saved: type it again (what was typed is never sent back to the page)."
+CHOOSE_AGAIN = "Not saved: choose the file again."
 
 
 class EndpointCredentialsForm(forms.ModelForm):
@@ -74,7 +79,10 @@ class EndpointCredentialsForm(forms.ModelForm):
     removed stays."""
 
     set_auth_type = forms.ChoiceField(
-        label="Auth", choices=AUTH_CHOICES, required=False
+        label="Set auth type",
+        choices=AUTH_CHOICES,
+        required=False,
+        help_text="Only the fields of the type chosen are used; none removes the auth.",
     )
     set_username = forms.CharField(label="Basic username", required=False)
     set_password = forms.CharField(
@@ -83,7 +91,14 @@ class EndpointCredentialsForm(forms.ModelForm):
         widget=_SECRET,
         help_text="Write-only; blank keeps the stored one.",
     )
-    set_token_url = forms.CharField(label="OAuth2 token URL", required=False)
+    set_token_url = forms.CharField(
+        label="OAuth2 token URL",
+        required=False,
+        # The admin's wide text box: a token URL is longer than the default one.
+        widget=forms.TextInput(attrs={"class": "vTextField"}),
+        help_text="The relay asks it for a token with the client credentials "
+        "grant and sends the token as Authorization: Bearer.",
+    )
     set_client_id = forms.CharField(label="OAuth2 client id", required=False)
     set_client_secret = forms.CharField(
         label="OAuth2 client secret",
@@ -91,34 +106,51 @@ class EndpointCredentialsForm(forms.ModelForm):
         widget=_SECRET,
         help_text="Write-only; blank keeps the stored one for the same token URL.",
     )
-    set_scope = forms.CharField(label="OAuth2 scope", required=False)
-    set_audience = forms.CharField(label="OAuth2 audience", required=False)
+    set_scope = forms.CharField(
+        label="OAuth2 scope", required=False, help_text="Optional; space separated."
+    )
+    set_audience = forms.CharField(
+        label="OAuth2 audience", required=False, help_text="Optional."
+    )
     upload_client_cert = forms.FileField(
-        label="Client certificate chain (PEM, leaf first)", required=False
+        label="Client certificate chain (PEM)",
+        required=False,
+        help_text="For a receiver that asks for a client certificate (mutual "
+        "TLS): the certificate first, then any intermediates. Upload its key "
+        "with it.",
     )
     upload_client_key = forms.FileField(
-        label="Client private key (PEM, unencrypted)",
+        label="Client private key (PEM)",
         required=False,
-        help_text="Write-only: kept encrypted, never shown.",
+        help_text="Unencrypted (no passphrase). Write-only: stored encrypted, "
+        "never shown.",
     )
     upload_pkcs12 = forms.FileField(
-        label="Or PKCS#12 (.p12, .pfx)",
+        label="Or a PKCS#12 file (.p12, .pfx)",
         required=False,
-        help_text="Instead of the chain and key.",
+        help_text="Instead of the chain and key: certificate, chain and key in "
+        "one file.",
     )
     pkcs12_password = forms.CharField(
-        label="PKCS#12 password", required=False, widget=_SECRET
+        label="PKCS#12 password",
+        required=False,
+        widget=_SECRET,
+        help_text="If the file has one; it opens the file and is not stored.",
     )
     remove_client_cert = forms.BooleanField(
-        label="Remove the client certificate", required=False
+        label="Remove the client certificate and its key", required=False
     )
     upload_ca_bundle = forms.FileField(
         label="CA bundle (PEM)",
         required=False,
-        help_text="The CAs the receiver's certificate is checked against "
-        "instead of the system's.",
+        help_text="For a receiver with a private CA: its certificate is checked "
+        "against these CAs instead of the system's.",
     )
-    remove_ca_bundle = forms.BooleanField(label="Remove the CA bundle", required=False)
+    remove_ca_bundle = forms.BooleanField(
+        label="Remove the CA bundle",
+        required=False,
+        help_text="The receiver is then checked against the system's CAs.",
+    )
 
     class Meta:
         model = Endpoint
@@ -132,6 +164,17 @@ class EndpointCredentialsForm(forms.ModelForm):
             self.fields[f"set_{part}"].initial = stored.get(part, "")
         self.auth = client_credentials.UNCHANGED
         self.tls = client_credentials.UNCHANGED
+        # "Blank keeps the stored one" is true only where one is stored.
+        if self.instance.auth_type != "basic":
+            self.fields["set_password"].help_text = "Write-only."
+        if self.instance.auth_type != "oauth2":
+            self.fields["set_client_secret"].help_text = "Write-only."
+        for name in ("set_password", "set_client_secret", "pkcs12_password"):
+            if self.is_bound and self.data.get(name):
+                self.fields[name].help_text = RETYPE
+        for name in _LIMITS:
+            if self.is_bound and self.files.get(name):
+                self.fields[name].help_text = CHOOSE_AGAIN
 
     def clean(self):
         cleaned = super().clean()
@@ -219,9 +262,15 @@ class CredentialsOnPage:
             and endpoint.kind == brokers.HTTP
             and self.has_change_permission(request, endpoint)
         )
+        fields = FORM_FIELDS if editable else ()
+        # A box that removes nothing would only raise the question what it does.
+        if endpoint is not None and not endpoint.tls_client_cert:
+            fields = tuple(name for name in fields if name != "remove_client_cert")
+        if endpoint is not None and not endpoint.tls_ca_bundle:
+            fields = tuple(name for name in fields if name != "remove_ca_bundle")
         return (
             "Auth and client certificate (HTTP endpoints; secrets are write-only)",
-            {"fields": (*SHOWN, *(FORM_FIELDS if editable else ()))},
+            {"fields": (*SHOWN, *fields)},
         )
 
     def save_model(self, request, obj, form, change) -> None:
@@ -240,7 +289,7 @@ class CredentialsOnPage:
             now=utcnow(),
         )
 
-    @admin.display(description="auth")
+    @admin.display(description="auth in use")
     def client_auth(self, endpoint: Endpoint) -> str:
         shown = client_credentials.auth_shown(endpoint)
         if shown is None:
@@ -258,9 +307,10 @@ class CredentialsOnPage:
             shown["audience"] or "none",
         )
 
-    @admin.display(description="client certificate")
+    @admin.display(description="client certificate in use")
     def client_certificate(self, endpoint: Endpoint) -> str:
-        shown = client_credentials.tls_shown(endpoint, now=utcnow())
+        now = utcnow()
+        shown = client_credentials.tls_shown(endpoint, now=now)
         if shown is None:
             return "none; the receiver is checked against the system's CAs"
         bundle = "its own CA bundle" if shown["ca_bundle"] else "the system's CAs"
@@ -269,7 +319,8 @@ class CredentialsOnPage:
         state = (
             "EXPIRED: receivers that check it refuse the handshake"
             if shown["expired"]
-            else "EXPIRING soon"
+            else f"EXPIRING {_time_left(shown['not_after'] - now)}: upload a new "
+            "one before then"
             if shown["expires_soon"]
             else "valid"
         )
@@ -281,3 +332,10 @@ class CredentialsOnPage:
             state,
             bundle,
         )
+
+
+def _time_left(left: timedelta) -> str:
+    if left < timedelta(days=1):
+        return "in less than a day"
+    days = round(left / timedelta(days=1))
+    return f"in about {days} day{'s' if days != 1 else ''}"
