@@ -2,8 +2,15 @@
 (mTLS, issue 42), and the words an attempt uses when TLS fails.
 
 Each identity (ClientTls) gets one SSLContext, made on its first send and
-kept (ClientContexts, least recently used dropped past KEPT): loading a
-chain and key is CPU work a send must not repeat. Verification is never
+kept (ClientContexts, least recently used dropped past KEPT, as many as a
+dispatcher keeps credentials for): loading the trust, a chain and a key is
+about 30 ms of CPU (OpenSSL 3 decodes each of the system's ~150 CA
+certificates afresh for every context, and Python cannot share one store
+between contexts), so a send must not repeat it, and it is done on threads
+of its own, loaded from files (OpenSSL reads a file without Python's lock;
+`cadata` holds it), so a burst of new identities does not stall the event
+loop's other sends. Where the default trust is loaded from is found once.
+Verification is never
 turned off: the receiver's chain is checked against the endpoint's CA bundle
 when it has one, else against the trust the sender's default sends use, and
 its name always. Python's ssl loads a certificate chain and key only from
@@ -18,21 +25,33 @@ key material in a message.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import functools
 import os
 import shutil
 import ssl
 import tempfile
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from cryptography import x509
 
+from deliveries.dispatch import credentials
 from deliveries.dispatch.credentials import ClientTls
 
-KEPT = 256  # identities whose context a sender keeps at once
+# Identities whose context a sender keeps at once: as many as a dispatcher
+# keeps credentials for, so an identity whose credentials are kept is not
+# rebuilt on every send.
+KEPT = credentials.KEPT
+# Threads building contexts at once: a burst of new identities is worked off
+# beside the event loop, taking no more than this many cores from it.
+BUILDERS = 2
 
 # OpenSSL's X509_V_ERR_* codes (x509_vfy.h) for a receiver's chain, by cause.
 _UNKNOWN_CA = {
@@ -80,13 +99,14 @@ class _Made:
 
 
 class ClientContexts:
-    """The SSLContext of each endpoint identity, made once and kept.
+    """The SSLContext of each endpoint identity, made once (on a builder
+    thread) and kept.
 
     `default_trust` is the context the sender's default sends use (None: the
-    system's trust, ssl.create_default_context()); an identity without a CA
-    bundle trusts the CA certificates loaded into it. `wall_clock` (epoch
-    seconds) tells whether a client certificate has expired. One sender, one
-    event loop: no lock is needed.
+    system's trust, as ssl.create_default_context() loads it); an identity
+    without a CA bundle trusts the CA certificates loaded into it.
+    `wall_clock` (epoch seconds) tells whether a client certificate has
+    expired. One sender, one event loop: what is kept is touched only there.
     """
 
     def __init__(
@@ -102,21 +122,62 @@ class ClientContexts:
         # Keyed by the identity itself: hashing it reuses its strings' cached
         # hashes, where the fingerprint would hash kilobytes on every send.
         self._made: OrderedDict[ClientTls, _Made] = OrderedDict()
+        # One build per identity however many sends wait for it.
+        self._building: dict[ClientTls, asyncio.Future[_Made]] = {}
+        self._builders: ThreadPoolExecutor | None = None
+        # Where the default trust is loaded from, found by the first build.
+        self._trust_lock = threading.Lock()
+        self._trust: tuple[str | None, str | None] | None = None
+        self._trust_found = False
+        self._trust_file = ""  # written by us (a default_trust's CAs): removed
 
-    def context_of(self, client_tls: ClientTls) -> tuple[str, ssl.SSLContext]:
+    async def context_of(self, client_tls: ClientTls) -> tuple[str, ssl.SSLContext]:
         """(its fingerprint, its context); TlsFailed if its certificate, key
         or CA bundle cannot be used (remembered too: a bad key is not parsed
         again on every retry)."""
         made = self._made.get(client_tls)
         if made is None:
-            made = self._made[client_tls] = self._kept(client_tls)
-            while len(self._made) > self.kept:
-                self._made.popitem(last=False)
+            # shield: a send whose deadline ends now leaves the build to
+            # finish and be kept for the next send.
+            made = await asyncio.shield(self._build(client_tls))
         else:
             self._made.move_to_end(client_tls)
         if made.context is None:
             raise TlsFailed(made.problem)
         return made.fingerprint, made.context
+
+    def close(self) -> None:
+        if self._builders is not None:
+            self._builders.shutdown(wait=False, cancel_futures=True)
+            self._builders = None
+        if self._trust_file:
+            with contextlib.suppress(OSError):
+                os.unlink(self._trust_file)
+            self._trust_file = ""
+            self._trust_found = False
+
+    def _build(self, client_tls: ClientTls) -> asyncio.Future[_Made]:
+        building = self._building.get(client_tls)
+        if building is None:
+            if self._builders is None:
+                self._builders = ThreadPoolExecutor(
+                    BUILDERS, thread_name_prefix="relay-tls-context"
+                )
+            building = asyncio.get_running_loop().run_in_executor(
+                self._builders, self._kept, client_tls
+            )
+            self._building[client_tls] = building
+            building.add_done_callback(functools.partial(self._built, client_tls))
+        return building
+
+    def _built(self, client_tls: ClientTls, building: asyncio.Future[_Made]) -> None:
+        if self._building.get(client_tls) is building:
+            del self._building[client_tls]
+        if building.cancelled() or building.exception() is not None:
+            return  # the files could not be written: tried again next send
+        self._made[client_tls] = building.result()
+        while len(self._made) > self.kept:
+            self._made.popitem(last=False)
 
     def refused_on_first_read(self, client_tls: ClientTls) -> str:
         """Why a new TLS 1.3 connection of this identity, closed by the
@@ -172,15 +233,39 @@ class ClientContexts:
         return context
 
     def _default_trust(self) -> ssl.SSLContext:
-        if self.default_trust is None:
+        trust = self._trust_paths()
+        if trust is None:
             return ssl.create_default_context()
+        cafile, capath = trust
+        return ssl.create_default_context(cafile=cafile, capath=capath)
+
+    def _trust_paths(self) -> tuple[str | None, str | None] | None:
+        """(cafile, capath) holding the default trust, found once; None: only
+        ssl.create_default_context() knows where it is (no file or directory
+        of it: a platform's own store)."""
+        with self._trust_lock:
+            if not self._trust_found:
+                self._trust = self._find_trust()
+                self._trust_found = True
+            return self._trust
+
+    def _find_trust(self) -> tuple[str | None, str | None] | None:
+        if self.default_trust is None:
+            return _system_trust()
         # An SSLContext cannot be copied; the CA certificates loaded into it
-        # (cafile or cadata) can. A context whose trust is a capath lists
-        # none until used: it gets the system's trust.
+        # (cafile or cadata) can, once, to a file every build reads. A
+        # context whose trust is a capath lists none until used: it gets the
+        # system's trust.
         authorities = self.default_trust.get_ca_certs(binary_form=True)
         if not authorities:
-            return ssl.create_default_context()
-        return ssl.create_default_context(cadata=b"".join(authorities))
+            return _system_trust()
+        fd, path = tempfile.mkstemp(  # mode 0600; public certificates only
+            prefix="relay-trust-", suffix=".pem", dir=_private_dir()
+        )
+        with os.fdopen(fd, "w") as file:
+            file.writelines(ssl.DER_cert_to_PEM_cert(der) for der in authorities)
+        self._trust_file = path
+        return path, None
 
 
 class _Encrypted(Exception):
@@ -191,10 +276,22 @@ def _no_passphrase() -> bytes:
     raise _Encrypted
 
 
+def _system_trust() -> tuple[str | None, str | None] | None:
+    """Where ssl.create_default_context() loads the system's trust from on
+    this platform (SSL_CERT_FILE and SSL_CERT_DIR included); None: nowhere
+    a path names."""
+    paths = ssl.get_default_verify_paths()
+    if paths.cafile is None and paths.capath is None:
+        return None
+    return paths.cafile, paths.capath
+
+
+def _private_dir() -> str | None:
+    return _SHM if os.access(_SHM, os.W_OK) else None
+
+
 def _load_chain(context: ssl.SSLContext, chain: str, key: str) -> None:
-    where = tempfile.mkdtemp(  # mode 0700
-        prefix="relay-mtls-", dir=_SHM if os.access(_SHM, os.W_OK) else None
-    )
+    where = tempfile.mkdtemp(prefix="relay-mtls-", dir=_private_dir())  # mode 0700
     try:
         chain_path = _write_private(where, "chain.pem", chain)
         key_path = _write_private(where, "key.pem", key)

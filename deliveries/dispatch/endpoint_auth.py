@@ -8,7 +8,14 @@ destination policy (no SSRF through a token URL), DNS pinning and the egress
 proxy apply to them exactly as to receivers. A token is kept per dispatcher
 process and endpoint credentials version until shortly before it expires,
 fetched once however many sends wait for it, and fetched anew once when a
-receiver answers 401 to it.
+receiver answers 401 to it (with no time left for that, the 401 stands).
+
+Token fetches are bounded per merchant (tenant_token_fetches) and per
+dispatcher (token_fetches, at least its concurrency): a fetch outlives the
+send that started it, so a merchant whose token servers never answer would
+otherwise hold every slot and starve the others'. A send whose fetch could
+not start in time says whose slots were busy, and is not recorded as its
+token server's failure: that server was never asked.
 
 The token server is as hostile as a receiver: its answer is bounded
 (token_answer.py) and only its status and RFC 6749 5.2 error code reach the
@@ -30,6 +37,7 @@ from yarl import URL
 from deliveries.dispatch import token_answer
 from deliveries.dispatch.credentials import EndpointAuth
 from deliveries.dispatch.token_answer import TokenRefused
+from deliveries.dispatch.token_slots import RELAY, SlotsBusy, TokenSlots
 from deliveries.dispatch.transport import AsyncSender, OutgoingRequest, SendResult
 from deliveries.models import ErrorKind
 
@@ -40,7 +48,12 @@ AUTHORIZATION = "Authorization"
 REDACTED = {BASIC: "Basic (redacted)", OAUTH2: "Bearer (redacted)"}
 
 TOKEN_BODY_LIMIT = 16384  # bytes of a token server's answer read, at most
-TOKEN_CONNECTIONS = 64  # sockets open at once to token servers per dispatcher
+# Token fetches (sockets to token servers) in flight at once per dispatcher,
+# at least: run_dispatcher gives its concurrency when that is more.
+TOKEN_CONNECTIONS = 64
+# Token fetches one merchant has in flight at once: its stalled token servers
+# hold no more of the dispatcher's than this.
+TENANT_TOKEN_FETCHES = 8
 # Tokens a dispatcher keeps at once; the least recently used is fetched again.
 KEPT_TOKENS = 4096
 # A token is dropped this long before its expires_in says it ends: at most a
@@ -59,6 +72,12 @@ _FORM_HEADERS = {
     "Content-Type": "application/x-www-form-urlencoded",
     "Accept": "application/json",
 }
+
+
+def token_fetch_limit(concurrency: int) -> int:
+    """Token fetches a dispatcher of `concurrency` send slots allows at once:
+    one per send slot, so its own sends never queue for one."""
+    return max(TOKEN_CONNECTIONS, concurrency)
 
 
 def authorized_headers(headers: Mapping[str, str], value: str) -> dict[str, str]:
@@ -126,12 +145,14 @@ def keep_seconds(expires_in: float | None) -> float:
 
 
 class _NoToken(Exception):
-    """No token for this send: the attempt ends with kind and message."""
+    """No token for this send: the attempt ends with kind and message.
+    `late`: the send's own time ran out waiting for it."""
 
-    def __init__(self, kind: str, message: str) -> None:
+    def __init__(self, kind: str, message: str, *, late: bool = False) -> None:
         super().__init__(message)
         self.kind = kind
         self.message = message
+        self.late = late
 
 
 class AuthorizingSender:
@@ -148,14 +169,18 @@ class AuthorizingSender:
         tokens: AsyncSender,
         monotonic: Callable[[], float] = time.monotonic,
         cache: TokenCache | None = None,
+        token_fetches: int = TOKEN_CONNECTIONS,
+        tenant_token_fetches: int = TENANT_TOKEN_FETCHES,
     ) -> None:
         # http: the receivers' AsyncSender; tokens: an AsyncSender of its own
-        # (its own pool, TOKEN_BODY_LIMIT) for the token servers.
+        # (its own pool, TOKEN_BODY_LIMIT, at least token_fetches connections)
+        # for the token servers.
         self.http = http
         self.tokens = tokens
         self.timeout = http.timeout
         self.monotonic = monotonic
         self.cache = cache if cache is not None else TokenCache()
+        self.slots = TokenSlots(total=token_fetches, per_tenant=tenant_token_fetches)
         self._fetching: dict[tuple[str, str], asyncio.Task] = {}
 
     async def send(self, request: OutgoingRequest) -> SendResult:
@@ -174,12 +199,30 @@ class AuthorizingSender:
                 # The token may have been revoked or expired early: one more
                 # try with a fresh one, within the same attempt.
                 self.cache.drop(_key(auth), token)
-                token = await self._token(auth, deadline, request.tenant)
-                result = await self._send_with(request, f"Bearer {token}", deadline)
+                result = await self._resend(request, auth, deadline, result)
         except _NoToken as failed:
             ms = (self.monotonic() - started) * 1000
             return SendResult(None, ms, failed.kind, failed.message[:500])
         return replace(result, duration_ms=(self.monotonic() - started) * 1000)
+
+    async def _resend(
+        self,
+        request: OutgoingRequest,
+        auth: EndpointAuth,
+        deadline: float,
+        refused: SendResult,
+    ) -> SendResult:
+        """The answer to a resend with a fresh token; the receiver's refusal
+        when no time is left for one: its 401 is what is known."""
+        try:
+            token = await self._token(auth, deadline, request.tenant)
+        except _NoToken as failed:
+            if failed.late:
+                return refused
+            raise  # the token server's own failure is the attempt's
+        if deadline - self.monotonic() <= 0:
+            return refused
+        return await self._send_with(request, f"Bearer {token}", deadline)
 
     async def _send_with(
         self, request: OutgoingRequest, authorization: str, deadline: float
@@ -225,10 +268,17 @@ class AuthorizingSender:
                 # shield: one waiter's deadline must not cancel everyone's fetch.
                 return await asyncio.shield(fetch)
         except TimeoutError:
+            waited = max(remaining, 0)
+            host = _host(auth.token_url)
+            which = self.slots.waiting_for(key)
+            if which is not None:
+                # Not auth_failed: the endpoint's token server was never asked.
+                words = self.slots.busy_words(which, host=host, waited=waited)
+                raise _NoToken(ErrorKind.TIMEOUT, words, late=True) from None
             raise _NoToken(
                 ErrorKind.AUTH_FAILED,
-                f"no access token from the token server {_host(auth.token_url)} "
-                f"within {max(remaining, 0):.3g} s",
+                f"no access token from the token server {host} within {waited:.3g} s",
+                late=True,
             ) from None
 
     def _fetched(self, key: tuple[str, str], done: asyncio.Task) -> None:
@@ -240,19 +290,30 @@ class AuthorizingSender:
     async def _fetch(
         self, auth: EndpointAuth, timeout: float, tenant: int | None
     ) -> str:
-        """POST the client-credentials grant, judge the answer, keep the token."""
+        """POST the client-credentials grant, judge the answer, keep the token;
+        all within timeout, the wait for a fetch slot included."""
         host = _host(auth.token_url)
-        result = await self.tokens.send(
-            OutgoingRequest(
-                url=auth.token_url,
-                headers=token_request_headers(auth),
-                body=token_request_body(auth),
-                # The merchant's DNS lookups are bounded together, token
-                # URLs' with its endpoints'.
-                tenant=tenant,
-                timeout=timeout,
-            )
-        )
+        loop = asyncio.get_running_loop()
+        ends = loop.time() + timeout
+        try:
+            async with self.slots.held(_key(auth), tenant, timeout):
+                left = ends - loop.time()
+                if left <= 0:  # the slot came as time ended; 0 reads as "default"
+                    raise SlotsBusy(RELAY)
+                result = await self.tokens.send(
+                    OutgoingRequest(
+                        url=auth.token_url,
+                        headers=token_request_headers(auth),
+                        body=token_request_body(auth),
+                        # The merchant's DNS lookups are bounded together,
+                        # token URLs' with its endpoints'.
+                        tenant=tenant,
+                        timeout=left,
+                    )
+                )
+        except SlotsBusy as busy:
+            words = self.slots.busy_words(busy.which, host=host, waited=timeout)
+            raise _NoToken(ErrorKind.TIMEOUT, words) from None
         if result.error_kind:
             raise _NoToken(*_fetch_failure(result, host))
         try:

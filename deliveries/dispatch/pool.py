@@ -105,7 +105,9 @@ class Pool:
         key = target.key if self.proxy is None else (*target.key, self.proxy)
         context = None
         if client_tls is not None and target.tls:
-            fingerprint, context = self.client_contexts.context_of(client_tls)
+            # A new identity's context is built on a thread, its deadline
+            # running, while the loop's other sends go on.
+            fingerprint, context = await self.client_contexts.context_of(client_tls)
             key = (*key, fingerprint)
         async with self._slots:
             connection = self._take_idle(key)
@@ -262,6 +264,7 @@ class Pool:
             self._sweep = loop.call_later(self.keepalive / 2, self._close_stale)
 
     def close(self) -> None:
+        self.client_contexts.close()
         if self._sweep is not None:
             self._sweep.cancel()
             self._sweep = None

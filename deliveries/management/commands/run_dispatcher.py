@@ -14,8 +14,8 @@ from deliveries.dispatch.brokers import KindSender
 from deliveries.dispatch.dispatcher import Dispatcher
 from deliveries.dispatch.endpoint_auth import (
     TOKEN_BODY_LIMIT,
-    TOKEN_CONNECTIONS,
     AuthorizingSender,
+    token_fetch_limit,
 )
 from deliveries.dispatch.heartbeat import Heartbeat
 from deliveries.dispatch.lease import default_lease_seconds, start_margin
@@ -91,6 +91,9 @@ class Command(BaseCommand):
             )
         # Before the first query: every session of this process gets the limits.
         limit_dispatcher_sessions()
+        # One token fetch per send slot at least: a fetch outlives its send,
+        # and fewer would queue sends behind other merchants' fetches.
+        token_fetches = token_fetch_limit(concurrency)
         dead_after = settings.DISPATCHER_DEAD_AFTER_SECONDS
         liveness: queue.SimpleQueue = queue.SimpleQueue()
         clock = SystemClock()  # one clock: the loop compares the beats' with its own
@@ -126,11 +129,12 @@ class Command(BaseCommand):
                         timeout=settings.HTTP_TIMEOUT_SECONDS,
                         body_limit=TOKEN_BODY_LIMIT,
                         allow_private=settings.RELAY_ALLOW_PRIVATE_DESTINATIONS,
-                        limit=TOKEN_CONNECTIONS,
+                        limit=token_fetches,
                         monotonic=clock.monotonic,
                         proxy=settings.RELAY_EGRESS_PROXY,
                     ),
                     monotonic=clock.monotonic,
+                    token_fetches=token_fetches,
                 ),
                 timeout=settings.HTTP_TIMEOUT_SECONDS,
                 allow_private=settings.RELAY_ALLOW_PRIVATE_DESTINATIONS,

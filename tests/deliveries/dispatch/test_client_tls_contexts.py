@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import glob
 import os
+import ssl
 import tempfile
 from datetime import UTC, datetime
 
@@ -14,6 +15,7 @@ import pytest
 import trustme
 from cryptography.hazmat.primitives import serialization
 
+from deliveries.dispatch import client_tls, credentials
 from deliveries.dispatch.client_tls import ClientContexts, TlsFailed
 from deliveries.dispatch.credentials import ClientTls
 from deliveries.dispatch.transport import AsyncSender, OutgoingRequest
@@ -37,53 +39,130 @@ def key_lines(tls: ClientTls) -> list[str]:
     return [line for line in tls.key.splitlines() if not line.startswith("-----")]
 
 
-def leftovers() -> list[str]:
+def leftovers(pattern: str = "relay-mtls-*") -> list[str]:
     return [
         path
         for where in ("/dev/shm", tempfile.gettempdir())
-        for path in glob.glob(os.path.join(where, "relay-mtls-*"))
+        for path in glob.glob(os.path.join(where, pattern))
     ]
 
 
-def test_an_identity_is_loaded_once_and_kept(ca):
-    contexts = ClientContexts(None)
+@pytest.fixture
+def contexts_made():
+    """ClientContexts(...) made through it are closed after the test."""
+    made: list[ClientContexts] = []
+
+    def make(*args, **options) -> ClientContexts:
+        made.append(ClientContexts(*args, **options))
+        return made[-1]
+
+    yield make
+    for contexts in made:
+        contexts.close()
+
+
+def context_of(contexts: ClientContexts, tls: ClientTls):
+    return asyncio.run(contexts.context_of(tls))
+
+
+def test_an_identity_is_loaded_once_and_kept(ca, contexts_made):
+    contexts = contexts_made(None)
     tls = identity_of(ca.issue_cert("a.example"))
     same_again = ClientTls(cert_chain=tls.cert_chain, key=tls.key)
 
-    first = contexts.context_of(tls)
-    second = contexts.context_of(same_again)
+    first = context_of(contexts, tls)
+    second = context_of(contexts, same_again)
 
     assert first == second
     assert first[0] == tls.fingerprint
 
 
-def test_the_kept_contexts_are_bounded_least_recently_used_first(ca):
-    contexts = ClientContexts(None, kept=2)
+def test_the_kept_contexts_are_bounded_least_recently_used_first(ca, contexts_made):
+    contexts = contexts_made(None, kept=2)
     a, b, c = (identity_of(ca.issue_cert(f"{n}.example")) for n in "abc")
-    context_a = contexts.context_of(a)[1]
-    contexts.context_of(b)
-    contexts.context_of(a)  # a is used again: b is now the oldest
-    contexts.context_of(c)
+    context_a = context_of(contexts, a)[1]
+    context_of(contexts, b)
+    context_of(contexts, a)  # a is used again: b is now the oldest
+    context_of(contexts, c)
 
-    assert contexts.context_of(a)[1] is context_a
+    assert context_of(contexts, a)[1] is context_a
     assert len(contexts._made) == 2
     assert b not in contexts._made
 
 
-def test_no_chain_or_key_file_is_left_behind(ca):
+def test_as_many_contexts_are_kept_as_dispatchers_keep_credentials_for():
+    # Fewer, and identities whose credentials are kept would be rebuilt
+    # (30 ms of CPU each) on every send once there are more than it.
+    assert client_tls.KEPT == credentials.KEPT
+    assert ClientContexts(None).kept == credentials.KEPT
+
+
+def test_the_event_loop_keeps_turning_while_a_new_identity_is_built(ca, contexts_made):
+    contexts = contexts_made(None)
+    tls = identity_of(ca.issue_cert("a.example"))
+
+    async def scenario():
+        turns = 0
+        build = asyncio.ensure_future(contexts.context_of(tls))
+        while not build.done():
+            turns += 1  # the loop ran something else while it was built
+            await asyncio.sleep(0)
+        return turns, build.result()
+
+    turns, (fingerprint, context) = asyncio.run(scenario())
+
+    # Built on the loop, the build would end in the loop's next turn.
+    assert turns > 2
+    assert fingerprint == tls.fingerprint
+    assert context.get_ca_certs()  # the system's trust, loaded from its file
+
+
+def test_sends_of_one_new_identity_together_share_one_build(ca, contexts_made):
+    contexts = contexts_made(None)
+    tls = identity_of(ca.issue_cert("a.example"))
+
+    async def scenario():
+        return await asyncio.gather(*(contexts.context_of(tls) for _ in range(10)))
+
+    made = asyncio.run(scenario())
+
+    assert len({id(context) for _, context in made}) == 1
+
+
+def test_a_default_trust_is_written_once_for_the_builds_and_removed_at_close(
+    ca, contexts_made
+):
+    trust = ssl.create_default_context(cafile=None)
+    trust.load_verify_locations(cadata=ca.cert_pem.bytes().decode())
+    before = set(leftovers("relay-trust-*"))
+    contexts = contexts_made(trust)
+    first = identity_of(ca.issue_cert("a.example"))
+    second = identity_of(ca.issue_cert("b.example"))
+
+    _, context = context_of(contexts, first)
+    context_of(contexts, second)
+    written = set(leftovers("relay-trust-*")) - before
+    contexts.close()
+
+    assert len(written) == 1
+    assert context.get_ca_certs(binary_form=True) == trust.get_ca_certs(True)
+    assert set(leftovers("relay-trust-*")) == before
+
+
+def test_no_chain_or_key_file_is_left_behind(ca, contexts_made):
     before = set(leftovers())
-    contexts = ClientContexts(None)
-    contexts.context_of(identity_of(ca.issue_cert("a.example")))
+    contexts = contexts_made(None)
+    context_of(contexts, identity_of(ca.issue_cert("a.example")))
     with pytest.raises(TlsFailed):
-        contexts.context_of(identity_of(ca.issue_cert("b.example"), key="not a key"))
+        context_of(contexts, identity_of(ca.issue_cert("b.example"), key="not a key"))
 
     assert set(leftovers()) == before
 
 
-def test_verification_stays_on_for_every_identity(ca):
-    contexts = ClientContexts(None)
-    _, context = contexts.context_of(identity_of(ca.issue_cert("a.example")))
-    _, bundled = contexts.context_of(ClientTls(ca_bundle=ca.cert_pem.bytes().decode()))
+def test_verification_stays_on_for_every_identity(ca, contexts_made):
+    contexts = contexts_made(None)
+    _, context = context_of(contexts, identity_of(ca.issue_cert("a.example")))
+    _, bundled = context_of(contexts, ClientTls(ca_bundle=ca.cert_pem.bytes().decode()))
 
     for made in (context, bundled):
         assert made.check_hostname
@@ -156,13 +235,13 @@ def test_an_unusable_identity_is_a_tls_error_in_plain_words(ca, case, message):
 
 
 def test_a_refusal_whose_alert_was_lost_names_expiry_once_the_certificate_expired(
-    ca,
+    ca, contexts_made
 ):
     not_after = datetime(2031, 5, 4, 3, 2, 1, tzinfo=UTC)
     tls = identity_of(ca.issue_cert("a.example", not_after=not_after))
     now = [not_after.timestamp() - 1]
-    contexts = ClientContexts(None, wall_clock=lambda: now[0])
-    contexts.context_of(tls)
+    contexts = contexts_made(None, wall_clock=lambda: now[0])
+    context_of(contexts, tls)
 
     before = contexts.refused_on_first_read(tls)
     now[0] = not_after.timestamp() + 1

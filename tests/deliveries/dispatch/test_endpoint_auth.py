@@ -212,7 +212,11 @@ FAILING_TOKEN_SERVERS = {
     ),
     "a 401 quoting the secret": (
         json_reply(401, error=f"bad {SECRET}"),
-        "answered 401 (error bad (redacted))",
+        "answered 401 (another error code)",
+    ),
+    "a 400 quoting part of the secret": (
+        json_reply(400, error=SECRET[:10]),
+        "answered 400 (another error code)",
     ),
     "garbage": (TokenReply(200, b"<html>hello</html>"), "not JSON"),
     "no access_token": (json_reply(token_type="Bearer"), "without an access_token"),
@@ -254,6 +258,7 @@ def test_a_token_server_that_gives_no_usable_token_is_auth_failed(
     assert said in result.error_message
     assert result.error_message.startswith(f"the token server 127.0.0.1:{tokens.port}")
     assert SECRET not in result.error_message
+    assert SECRET[:10] not in result.error_message
     assert receiver.received == []
 
 

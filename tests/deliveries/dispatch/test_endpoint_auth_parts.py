@@ -3,6 +3,9 @@ a token is kept, the token cache, and what the attempt records."""
 
 from __future__ import annotations
 
+import json
+from urllib.parse import quote_plus
+
 import pytest
 
 from deliveries.dispatch.credentials import EndpointAuth, EndpointCredentials
@@ -46,8 +49,10 @@ def test_a_usable_answer_gives_its_token_and_lifetime(body, expires_in):
     ("status", "body", "said"),
     [
         (400, '{"error": "invalid_client"}', "answered 400 (error invalid_client)"),
-        (400, '{"error": "a\\"quote"}', "answered 400"),  # not a 5.2 error code
-        (503, '{"error": "' + "x" * 100 + '"}', "(error " + "x" * 64 + "...)"),
+        (400, '{"error": "a\\"quote"}', "answered 400 (another error code)"),
+        (503, '{"error": "' + "x" * 100 + '"}', "answered 503 (another error code)"),
+        (401, '{"error": 7}', "answered 401 (another error code)"),
+        (401, '{"error_description": "no"}', "answered 401"),
         (200, "[" * 20000, "more than 16384 bytes"),  # nested past the stack
         (200, "[1, 2]", "JSON that is not an object"),
         (200, '{"access_token": 7}', "not visible ASCII"),
@@ -65,6 +70,47 @@ def test_an_unusable_answer_is_refused_in_few_safe_words(status, body, said):
 
     assert said in str(refused.value)
     assert len(str(refused.value)) < 120
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "invalid_request",
+        "invalid_client",
+        "invalid_grant",
+        "unauthorized_client",
+        "unsupported_grant_type",
+        "invalid_scope",
+        "temporarily_unavailable",
+        "server_error",
+        "access_denied",
+    ],
+)
+def test_a_known_error_code_is_shown(code):
+    with pytest.raises(TokenRefused) as refused:
+        answer(400, json.dumps({"error": code}))
+
+    assert str(refused.value) == f"answered 400 (error {code})"
+
+
+HOSTILE_SECRET = "s3cret+/value with spaces"
+
+
+@pytest.mark.parametrize(
+    "echo",
+    [
+        HOSTILE_SECRET[:12],  # a part: no scrubbing of the whole secret finds it
+        quote_plus(HOSTILE_SECRET),  # its form-urlencoded copy
+        "invalid_client " + HOSTILE_SECRET,
+        "INVALID_CLIENT",
+    ],
+    ids=["a part", "url-encoded", "after a known code", "a known code's case"],
+)
+def test_an_error_code_of_the_servers_own_making_is_never_shown(echo):
+    with pytest.raises(TokenRefused) as refused:
+        answer(401, json.dumps({"error": echo}))
+
+    assert str(refused.value) == "answered 401 (another error code)"
 
 
 @pytest.mark.parametrize(
