@@ -150,8 +150,8 @@ def seed(rows: int) -> float:
 
     from deliveries.history.partitions import partitions_ensure
     from endpoints.apikeys import apikey_create
-    from endpoints.health import endpoint_breaker_open
     from endpoints.models import ApiKey, EndpointHealth, Membership, Merchant
+    from endpoints.probes import endpoint_breaker_open
     from endpoints.services import endpoint_create
 
     started = time.perf_counter()

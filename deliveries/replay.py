@@ -19,7 +19,7 @@ from deliveries.models import Delivery
 from deliveries.ops import counters
 from deliveries.ops.held import delivery_held
 from deliveries.publish.outbox import notify_dispatchers
-from endpoints import health
+from endpoints import probes
 from endpoints.merchant_keyed import pinned
 from endpoints.models import Endpoint
 from relayproject.lib.tracing import tracer
@@ -90,11 +90,11 @@ def endpoint_try_now(*, endpoint: Endpoint, now: datetime) -> bool:
     False, changing nothing, when the breaker is not paused (closed, or a
     probe already in flight).
 
-    The breaker's one-probe rule still holds: health.endpoint_probe_now only
+    The breaker's one-probe rule still holds: probes.endpoint_probe_now only
     touches an open breaker, and one dispatcher wins the probe (probe_win).
     """
     with transaction.atomic():
-        if not health.endpoint_probe_now(
+        if not probes.endpoint_probe_now(
             endpoint_id=endpoint.pk, merchant_id=endpoint.merchant_id, now=now
         ):
             return False

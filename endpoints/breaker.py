@@ -2,8 +2,8 @@
 
 Each function takes a ``Breaker`` and returns a new one: this module says
 what the next state is and touches no database. endpoints/health.py reads
-the health row, asks these rules, writes the answer, and makes "exactly one
-probe" hold across dispatchers (its conditional UPDATEs).
+the health row, asks these rules and writes the answer; endpoints/probes.py
+makes "exactly one probe" hold across dispatchers (its conditional UPDATEs).
 """
 
 from __future__ import annotations

@@ -1,28 +1,25 @@
-"""Every write of EndpointHealth: one module owns the row's columns.
-
-The row holds three things that change for different reasons, and this
-module is where each is written:
+"""An endpoint's health row as each send moves it: the outcome's effect on
+the breaker, and the rate bucket the dispatchers share.
 
 - the breaker: an outcome's effect (`health_rows_locked`, `outcome_apply`,
-  `health_rows_save`, `successes_mark`), the probe's bookkeeping
-  (`probe_win`, `probe_taken`, `probe_none_due`, `probe_abandon`,
-  `probes_of_released`), staff's hand (`endpoint_breaker_reset`,
-  `endpoint_breaker_open`) and the merchant's (`endpoint_probe_now`);
-- the rate bucket shared by the dispatchers (`endpoint_rate_take`);
-- the rolling statistics (`stats_write`).
+  `health_rows_save`, `successes_mark`);
+- the rate bucket shared by the dispatchers (`endpoint_rate_take`).
+
+The row's other writes have a module each: the probe and the hands on the
+breaker (staff's, the merchant's) in `endpoints.probes`, the rolling
+statistics in `endpoints.health_stats`. A test
+(tests/endpoints/test_health.py) fails when any other module writes the table.
 
 What the next breaker state is stays in `endpoints.breaker` (pure, table
 tested); this module reads the row, asks it, and writes the answer. The
 bucket's arithmetic is `endpoints.ratelimit`'s, mirrored in one UPDATE here.
-A test (tests/endpoints/test_health.py) fails when another module
-writes the table.
 
 On Citus the table is distributed by merchant_id: the dispatcher's writes
 name the merchant they know (`merchant_id`), so each runs on that merchant's
 shard alone. A write that names only the endpoint runs on every shard, and
 Citus serialises such a write with every single-shard write of the table.
-Staff's writes find the merchant first (`pinned`). On one PostgreSQL the
-extra condition is on the primary key's second column, and costs nothing.
+On one PostgreSQL the extra condition is on the primary key's second column,
+and costs nothing.
 """
 
 from __future__ import annotations
@@ -32,16 +29,15 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection
 from django.db.models import F, Q, Value
-from django.db.models.functions import Greatest, Least, Now
+from django.db.models.functions import Greatest, Least
 from django.db.models.lookups import GreaterThanOrEqual
 
 from endpoints import breaker, ratelimit
-from endpoints.merchant_keyed import endpoint_merchants, pinned
+from endpoints.merchant_keyed import endpoint_merchants, on_shard
 from endpoints.models import Endpoint, EndpointHealth
 from relayproject.lib import citus, dbfeatures
-from relayproject.lib.clock import utcnow
 from relayproject.lib.tracing import span_event
 
 State = EndpointHealth.State
@@ -69,12 +65,6 @@ class Outcome:
     is_probe: bool
     error: str = ""  # the failure in a few words, for the breaker's reason
     merchant_id: int | None = None  # the endpoint's: its shard on Citus
-
-
-def _on_shard(rows, merchant_id: int | None):
-    """`rows` narrowed to one merchant's rows (its shard on Citus); as they are
-    for a caller that does not know the merchant (correct, every shard)."""
-    return rows if merchant_id is None else rows.filter(merchant_id=merchant_id)
 
 
 def _per_shard(rows, merchants: dict[str, int | None]) -> list:
@@ -298,133 +288,6 @@ def _trace_breaker(health: EndpointHealth, state: breaker.Breaker) -> None:
     span_event("breaker.opened" if is_open else "breaker.closed", attributes)
 
 
-# --- The probe: exactly one send to an open endpoint ------------------------
-
-
-def probes_due(*, now: datetime) -> list[tuple[str, int, int | None]]:
-    """(endpoint, merchant, merchant's cap) of active endpoints due a probe."""
-    return list(
-        EndpointHealth.objects.filter(
-            breaker_state__in=[State.OPEN, State.HALF_OPEN],
-            next_probe_at__lte=now,
-            endpoint__is_active=True,
-            endpoint__merchant__is_active=True,  # held while switched off
-            # A probe would send an ordinary delivery; its challenge goes first.
-            endpoint__awaiting_verification=False,
-        ).values_list(
-            "endpoint_id", "endpoint__merchant_id", "endpoint__merchant__max_in_flight"
-        )
-    )
-
-
-def probe_win(
-    *, endpoint_id: str, merchant_id: int, now: datetime, lease_until: datetime
-) -> bool:
-    """Half-open the breaker if it is still due a probe; True for the one winner.
-
-    The conditional UPDATE decides: under concurrent dispatchers only one sees
-    the row still due. The probe's lease end is its next probe time, so a
-    probe lost with its worker is due again once that lease has run out.
-    """
-    return bool(
-        EndpointHealth.objects.filter(
-            endpoint_id=endpoint_id,
-            merchant_id=merchant_id,
-            breaker_state__in=[State.OPEN, State.HALF_OPEN],
-            next_probe_at__lte=now,
-        ).update(breaker_state=State.HALF_OPEN, next_probe_at=lease_until)
-    )
-
-
-def probe_taken(*, endpoint_id: str, merchant_id: int, delivery_id: str) -> None:
-    mine = {"endpoint_id": endpoint_id, "merchant_id": merchant_id}
-    EndpointHealth.objects.filter(**mine).update(probe_delivery_id=delivery_id)
-
-
-def probe_none_due(*, endpoint_id: str, merchant_id: int, now: datetime) -> None:
-    """Nothing due to probe with: stay open and look again next time."""
-    EndpointHealth.objects.filter(
-        endpoint_id=endpoint_id, merchant_id=merchant_id
-    ).update(breaker_state=State.OPEN, next_probe_at=now, probe_delivery_id="")
-
-
-def probe_abandon(*, endpoint_id: str, merchant_id: int | None, now: datetime) -> None:
-    """A probe that was never sent: the breaker goes back to open, due at once."""
-    _on_shard(
-        EndpointHealth.objects.filter(
-            endpoint_id=endpoint_id, breaker_state=State.HALF_OPEN
-        ),
-        merchant_id,
-    ).update(breaker_state=State.OPEN, next_probe_at=now, probe_delivery_id="")
-
-
-def probes_of_released(delivery_ids: list[str], *, merchant_id: int | None) -> None:
-    """A half-open breaker waiting for a probe a dead dispatcher held is due a
-    new probe now, not when that lease would have ended. The deliveries are
-    `merchant_id`'s, or of any merchant when it is None."""
-    _on_shard(
-        EndpointHealth.objects.filter(
-            probe_delivery_id__in=delivery_ids, breaker_state=State.HALF_OPEN
-        ),
-        merchant_id,
-    ).update(next_probe_at=Now())
-
-
-# --- Staff's hand on the breaker --------------------------------------------
-
-
-def _staff_row(endpoint_id: str):
-    """The endpoint's health row, on its merchant's shard on Citus (read first:
-    staff's hand knows the endpoint only)."""
-    return pinned(EndpointHealth.objects.filter(endpoint_id=endpoint_id), endpoint_id)
-
-
-def endpoint_breaker_reset(*, endpoint_id: str) -> None:
-    _staff_row(endpoint_id).update(
-        breaker_state=State.CLOSED,
-        consecutive_failures=0,
-        cooldown_seconds=settings.BREAKER_COOLDOWN_SECONDS,
-        opened_at=None,
-        next_probe_at=None,
-        probe_delivery_id="",
-        breaker_reason="",
-    )
-
-
-def endpoint_breaker_open(
-    *, endpoint_id: str, reason: str, now: datetime | None = None
-) -> None:
-    """Open the breaker by hand (staff), for one base cooldown."""
-    now = now or utcnow()
-    cooldown = settings.BREAKER_COOLDOWN_SECONDS
-    _staff_row(endpoint_id).update(
-        breaker_state=State.OPEN,
-        cooldown_seconds=cooldown,
-        opened_at=now,
-        next_probe_at=now + timedelta(seconds=cooldown),
-        probe_delivery_id="",
-        breaker_reason=reason[:300],
-    )
-
-
-def endpoint_probe_now(*, endpoint_id: str, merchant_id: int, now: datetime) -> bool:
-    """A paused endpoint is due its probe now (the merchant's *Try now*);
-    True when it was paused and now is due.
-
-    Only an open breaker is touched: a half-open one has its probe in flight,
-    and making it due again would let probe_win grant a second probe. The
-    probe itself is still won by one dispatcher (probe_win), so two clicks
-    or two dispatchers send one probe.
-    """
-    return bool(
-        EndpointHealth.objects.filter(
-            endpoint_id=endpoint_id,
-            merchant_id=merchant_id,
-            breaker_state=State.OPEN,
-        ).update(next_probe_at=now)
-    )
-
-
 # --- The rate bucket --------------------------------------------------------
 
 
@@ -440,7 +303,7 @@ def endpoint_rate_take(
     cap = ratelimit.capacity(rate)
     elapsed = Greatest(Value(now) - F("rate_updated_at"), Value(0.0))
     refilled = Least(Value(cap), F("rate_tokens") + elapsed * Value(rate))
-    bucket = _on_shard(
+    bucket = on_shard(
         EndpointHealth.objects.filter(endpoint_id=endpoint_id), merchant_id
     )
     granted = (
@@ -460,57 +323,3 @@ def endpoint_rate_take(
         row["rate_tokens"], row["rate_updated_at"], rate=rate, now=now
     )
     return max((1 - tokens) / rate, 0.001)
-
-
-# --- Rolling statistics -----------------------------------------------------
-
-STAT_FIELDS = (
-    "p50_ms",
-    "p95_ms",
-    "p99_ms",
-    "sample_count",
-    "success_rate",
-    "is_slow",
-    "failure_threshold",
-)
-
-# Every health row in one statement: bulk_update's CASE per row and field
-# cost more Python than the statistics cost SQL (50 endpoints, 8 fields).
-_PG_STATS_UPDATE = f"""
-UPDATE {EndpointHealth._meta.db_table} h
-SET p50_ms = v.p50, p95_ms = v.p95, p99_ms = v.p99, sample_count = v.n,
-    success_rate = v.rate, is_slow = v.slow, failure_threshold = v.threshold,
-    stats_refreshed_at = %s
-FROM unnest(%s::text[], %s::float8[], %s::float8[], %s::float8[], %s::int[],
-            %s::float8[], %s::bool[], %s::int[])
-     AS v(id, p50, p95, p99, n, rate, slow, threshold)
-WHERE h.endpoint_id = v.id
-"""
-
-
-def stats_endpoint_ids() -> list[str]:
-    return list(EndpointHealth.objects.values_list("pk", flat=True))
-
-
-def stats_write(rows: list[tuple], *, now: datetime) -> int:
-    """Write (endpoint, *STAT_FIELDS) rows; how many."""
-    if not rows:
-        return 0
-    if dbfeatures.batch_statements():
-        columns = [list(column) for column in zip(*rows, strict=True)]
-        with connection.cursor() as cursor:
-            cursor.execute(_PG_STATS_UPDATE, [now, *columns])
-        return len(rows)
-    healths = [
-        EndpointHealth(
-            endpoint_id=pk,
-            stats_refreshed_at=now,
-            **dict(zip(STAT_FIELDS, values, strict=True)),
-        )
-        for pk, *values in rows
-    ]
-    with transaction.atomic():
-        EndpointHealth.objects.bulk_update(
-            healths, [*STAT_FIELDS, "stats_refreshed_at"], batch_size=500
-        )
-    return len(healths)

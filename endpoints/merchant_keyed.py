@@ -147,3 +147,9 @@ def per_merchant(queryset) -> list:
         return [queryset]
     merchants = queryset.order_by().values_list("merchant_id", flat=True).distinct()
     return [queryset.filter(merchant_id=m) for m in list(merchants)]
+
+
+def on_shard(queryset, merchant_id: int | None):
+    """`queryset` narrowed to one merchant's rows (its shard on Citus); as it is
+    for a caller that does not know the merchant (correct, every shard)."""
+    return queryset if merchant_id is None else queryset.filter(merchant_id=merchant_id)

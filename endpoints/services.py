@@ -21,7 +21,7 @@ from endpoints import (
 )
 from endpoints.custom_headers import header_errors
 from endpoints.filtering import filter_errors
-from endpoints.health import endpoint_breaker_reset, health_create
+from endpoints.health import health_create
 from endpoints.matching import is_valid_subscription
 from endpoints.models import (
     Endpoint,
@@ -29,6 +29,7 @@ from endpoints.models import (
     Merchant,
 )
 from endpoints.secrets import ROTATION_OVERLAP_MAX_SECONDS, generate_secret
+from endpoints.probes import endpoint_breaker_reset
 from relayproject.lib.clock import utcnow
 
 logger = logging.getLogger(__name__)

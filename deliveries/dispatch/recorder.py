@@ -41,7 +41,7 @@ from deliveries.dispatch.writer import Writer, Written
 from deliveries.models import ErrorKind
 from deliveries.ops import counters
 from deliveries.retry import is_delivered
-from endpoints import health
+from endpoints import probes
 from relayproject.lib.clock import Clock
 
 logger = logging.getLogger(__name__)
@@ -174,7 +174,7 @@ class Recorder:
             # another dispatcher's probe.
             if self._release_rows([job], lease_until=job.lease_until, due_at=due_at):
                 self.retry(
-                    lambda job=job: health.probe_abandon(
+                    lambda job=job: probes.probe_abandon(
                         endpoint_id=job.endpoint_id,
                         merchant_id=job.merchant_id,
                         now=self.clock.now(),
@@ -388,7 +388,7 @@ def _record_anyhow(
         merchants={item.delivery_id: item.merchant_id},
     )
     if item.is_probe:
-        health.probe_abandon(
+        probes.probe_abandon(
             endpoint_id=item.endpoint_id, merchant_id=item.merchant_id, now=now
         )
     logger.error(

@@ -37,7 +37,7 @@ from django.db.models.functions import Now
 from deliveries.models import Delivery, DispatcherHeartbeat
 from deliveries.ops import counters
 from deliveries.publish.outbox import notify_dispatchers
-from endpoints import health
+from endpoints import probes
 from relayproject.lib import citus
 
 logger = logging.getLogger(__name__)
@@ -127,7 +127,7 @@ def _release(rows, *, lease_end) -> int:
         if merchant_id is not None:
             rows = rows.filter(merchant_id=merchant_id)
         rows.update(claimed_until=lease_end, next_attempt_at=lease_end)
-        health.probes_of_released(mine, merchant_id=merchant_id)
+        probes.probes_of_released(mine, merchant_id=merchant_id)
     return sum(len(mine) for mine in taken.values())
 
 

@@ -22,7 +22,7 @@ from deliveries.dispatch.claiming import (
 from deliveries.dispatch.due import DUE_STATUSES
 from deliveries.models import Delivery
 from deliveries.verification import verification_make, verifications_due
-from endpoints import health
+from endpoints import probes
 
 
 def claim_probes(*, worker_id: str, now: datetime, lease_seconds: float) -> Claim:
@@ -34,9 +34,9 @@ def claim_probes(*, worker_id: str, now: datetime, lease_seconds: float) -> Clai
     the probe's lease has run out (next_probe_at is set to it).
     """
     claim = Claim(lease_until=now + timedelta(seconds=lease_seconds))
-    for endpoint_id, merchant_id, merchant_cap in health.probes_due(now=now):
+    for endpoint_id, merchant_id, merchant_cap in probes.probes_due(now=now):
         with transaction.atomic():
-            won = health.probe_win(
+            won = probes.probe_win(
                 endpoint_id=endpoint_id,
                 merchant_id=merchant_id,
                 now=now,
@@ -66,13 +66,13 @@ def claim_probes(*, worker_id: str, now: datetime, lease_seconds: float) -> Clai
             taken = rows_take(rows, claim=claim, worker_id=worker_id, now=now)
             if taken:
                 claim.probe_ids.add(taken[0])
-                health.probe_taken(
+                probes.probe_taken(
                     endpoint_id=endpoint_id,
                     merchant_id=merchant_id,
                     delivery_id=taken[0],
                 )
             else:
-                health.probe_none_due(
+                probes.probe_none_due(
                     endpoint_id=endpoint_id, merchant_id=merchant_id, now=now
                 )
     log_claim(claim)

@@ -13,7 +13,7 @@ from django.conf import settings
 from django.db import connection
 
 from deliveries.models import Attempt
-from endpoints import breaker, health
+from endpoints import breaker, health_stats
 from relayproject.lib import dbfeatures
 
 WINDOW = timedelta(hours=24)
@@ -83,11 +83,11 @@ def endpoint_stats_refresh(*, now: datetime) -> int:
     latency = endpoint_latency(since=now - WINDOW)
     base = settings.BREAKER_FAILURE_THRESHOLD
     rows = []
-    for pk in health.stats_endpoint_ids():
+    for pk in health_stats.stats_endpoint_ids():
         p50, p95, p99, count, rate = latency.get(pk, (None, None, None, 0, None))
         slow = breaker.is_slow(p95_ms=p95, samples=count)
         threshold = breaker.effective_threshold(
             base_threshold=base, p95_ms=p95, samples=count
         )
         rows.append((pk, p50, p95, p99, count, rate, slow, threshold))
-    return health.stats_write(rows, now=now)
+    return health_stats.stats_write(rows, now=now)

@@ -33,7 +33,6 @@ from endpoints.admin.present import (
 from endpoints.admin.verification import VerificationActions
 from endpoints.catalogue import is_reserved as catalogue_is_reserved
 from endpoints.catalogue import merchant_types
-from endpoints.health import endpoint_breaker_open, endpoint_breaker_reset
 from endpoints.models import (
     Endpoint,
     EndpointHealth,
@@ -41,6 +40,7 @@ from endpoints.models import (
     EventType,
     Merchant,
 )
+from endpoints.probes import endpoint_breaker_open, endpoint_breaker_reset
 from endpoints.quotas import quotas_in_force
 from endpoints.services import (
     endpoint_auto_disable_exempt,

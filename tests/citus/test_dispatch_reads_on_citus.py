@@ -15,7 +15,7 @@ from deliveries.dispatch.gate import BreakerWatch
 from deliveries.dispatch.jobs import jobs_load
 from deliveries.models import Delivery
 from deliveries.services import EventInput, events_publish
-from endpoints import health
+from endpoints import probes
 from relayproject.lib.clock import utcnow
 from tests.citus.test_health_on_citus import one_shard_statements_only
 from tests.support import factories
@@ -58,7 +58,7 @@ def test_the_claimed_jobs_load_on_each_merchants_shard(distributed):
 
 def test_the_breaker_reread_runs_on_each_merchants_shard(distributed):
     merchants, endpoints, claim, now = _two_merchants_claimed()
-    health.endpoint_breaker_open(endpoint_id=endpoints[0].pk, reason="test")
+    probes.endpoint_breaker_open(endpoint_id=endpoints[0].pk, reason="test")
     watch = BreakerWatch(monotonic=lambda: 0.0)
     watch.learn({e.pk: e.merchant_id for e in endpoints})
 

@@ -1,5 +1,6 @@
 """The record of a flush and the breaker's and the rate bucket's writes
-(endpoints/health.py) on Citus: each runs on its merchant's shard alone.
+(endpoints/health.py, endpoints/probes.py) on Citus: each runs on its
+merchant's shard alone.
 
 Citus runs a write that names only the endpoint too, on every shard, and
 serialises it with every other write of the table, so nothing fails: it is
@@ -23,7 +24,7 @@ from deliveries.dispatch.outcomes import Sent, outcomes_record
 from deliveries.dispatch.transport import SendResult
 from deliveries.models import Attempt, Delivery
 from deliveries.services import EventInput, events_publish
-from endpoints import health
+from endpoints import health, probes
 from endpoints.models import EndpointHealth
 from relayproject.lib.clock import utcnow
 from tests.support import factories
@@ -78,7 +79,7 @@ def test_a_flushs_breaker_writes_run_on_each_merchants_shard(distributed, settin
 
 def test_the_probes_bookkeeping_runs_on_the_merchants_shard(distributed):
     endpoint = factories.endpoint()
-    health.endpoint_breaker_open(endpoint_id=endpoint.pk, reason="test")
+    probes.endpoint_breaker_open(endpoint_id=endpoint.pk, reason="test")
     due = utcnow() + timedelta(hours=1)  # past any cooldown
     row = {"endpoint_id": endpoint.pk, "merchant_id": endpoint.merchant_id}
 
@@ -87,19 +88,19 @@ def test_the_probes_bookkeeping_runs_on_the_merchants_shard(distributed):
         return h.breaker_state, h.probe_delivery_id
 
     with one_shard_statements_only():
-        won = health.probe_win(**row, now=due, lease_until=due + timedelta(seconds=30))
-        lost = health.probe_win(**row, now=due, lease_until=due + timedelta(seconds=30))
-        health.probe_taken(**row, delivery_id="dlv_probe")
+        won = probes.probe_win(**row, now=due, lease_until=due + timedelta(seconds=30))
+        lost = probes.probe_win(**row, now=due, lease_until=due + timedelta(seconds=30))
+        probes.probe_taken(**row, delivery_id="dlv_probe")
     assert (won, lost) == (True, False)
     assert state() == (State.HALF_OPEN, "dlv_probe")
 
     with one_shard_statements_only():
-        health.probes_of_released(["dlv_probe"], merchant_id=endpoint.merchant_id)
-        health.probe_abandon(**row, now=due)
+        probes.probes_of_released(["dlv_probe"], merchant_id=endpoint.merchant_id)
+        probes.probe_abandon(**row, now=due)
     assert state() == (State.OPEN, "")
 
     with one_shard_statements_only():
-        health.probe_none_due(**row, now=due)
+        probes.probe_none_due(**row, now=due)
     assert EndpointHealth.objects.get(pk=endpoint.pk).next_probe_at == due
 
 

@@ -23,8 +23,8 @@ from django.urls import reverse
 
 from deliveries.models import Attempt, Delivery, ErrorKind
 from deliveries.ops.held import HeldKind
-from endpoints.health import endpoint_breaker_open
 from endpoints.models import EndpointHealth, Membership
+from endpoints.probes import endpoint_breaker_open
 from endpoints.services import endpoint_disable
 from relayproject.lib.clock import utcnow
 from tests.support import factories, seed

@@ -17,8 +17,8 @@ from django.test import override_settings
 from deliveries.dispatch.heartbeat import heartbeat_touch
 from deliveries.models import Attempt, Delivery, ErrorKind, Event
 from deliveries.notifications.services import notification_settings_update
-from endpoints.health import endpoint_breaker_open
 from endpoints.models import ApiKey, EndpointHealth, EventType, Membership
+from endpoints.probes import endpoint_breaker_open
 from endpoints.services import endpoint_disable
 from relayproject.lib.clock import utcnow
 from relayproject.lib.ids import new_id

@@ -13,7 +13,7 @@ from deliveries.notifications.selectors import is_failing
 from deliveries.ops.held import delivery_held
 from deliveries.publish.validation import EventsRefused
 from deliveries.services import event_publish
-from endpoints import health
+from endpoints import probes
 from endpoints.models import Endpoint
 from endpoints.retry_policy import policy_in_force, schedule_words
 from relayproject.lib.clock import utcnow
@@ -295,8 +295,8 @@ def endpoint_test(request: HttpRequest, access: Access) -> HttpResponse:
         return redirect("portal:endpoint_detail", access.merchant.slug, endpoint.pk)
     delivery = event.created_deliveries[0]
     # On a paused endpoint the ping is the breaker's probe now rather than at
-    # the end of the cooldown (one probe still: health.endpoint_probe_now).
-    health.endpoint_probe_now(
+    # the end of the cooldown (one probe still: probes.endpoint_probe_now).
+    probes.endpoint_probe_now(
         endpoint_id=endpoint.pk, merchant_id=endpoint.merchant_id, now=utcnow()
     )
     return redirect("portal:delivery_detail", access.merchant.slug, delivery.pk)

@@ -10,8 +10,8 @@ from django.contrib.auth.models import User
 
 from deliveries.dispatch.heartbeat import heartbeat_touch
 from endpoints.apikeys import apikey_revoke
-from endpoints.health import endpoint_breaker_open
 from endpoints.models import ApiKey, EndpointHealth
+from endpoints.probes import endpoint_breaker_open
 from endpoints.services import endpoint_disable
 from relayproject.lib.clock import utcnow
 from tests.support import factories, seed

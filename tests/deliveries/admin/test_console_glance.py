@@ -14,8 +14,8 @@ from django.urls import reverse
 from deliveries.ops.summary import Alert
 from deliveries.templatetags.relay_console import alert_link
 from endpoints.admin.present import middle_cut
-from endpoints.health import endpoint_breaker_open
 from endpoints.models import EndpointHealth
+from endpoints.probes import endpoint_breaker_open
 from relayproject.admin_find import id_target
 from relayproject.lib.clock import utcnow
 from tests.support import factories, seed

@@ -11,8 +11,8 @@ from django.db import connection
 from deliveries.dispatch.dispatcher import Dispatcher
 from deliveries.models import Attempt, Delivery
 from deliveries.services import EventInput, events_publish
-from endpoints.health import endpoint_breaker_open
 from endpoints.models import EndpointHealth
+from endpoints.probes import endpoint_breaker_open
 from tests.support import factories
 from tests.support.fakes import BlockingSender, Reply
 

@@ -27,8 +27,8 @@ from deliveries.notifications.watch import watch_run
 from deliveries.publish.validation import EventsRefused
 from deliveries.services import event_publish
 from endpoints.catalogue import catalogue_names, fields_errors, schema_problems
-from endpoints.health import endpoint_breaker_open
 from endpoints.models import EventType, Membership
+from endpoints.probes import endpoint_breaker_open
 from endpoints.services import endpoint_disable
 from relayproject.lib.clock import utcnow
 from tests.deliveries.notifications.conftest import T0, attempt, failures, hours, said

@@ -13,8 +13,8 @@ from deliveries.notifications.mail import outbox_drain
 from deliveries.notifications.models import OutgoingEmail
 from deliveries.notifications.services import notification_settings_update
 from deliveries.notifications.watch import watch_run
-from endpoints.health import endpoint_breaker_open
 from endpoints.models import Membership
+from endpoints.probes import endpoint_breaker_open
 from endpoints.services import endpoint_disable
 from tests.deliveries.notifications.conftest import (
     T0,

@@ -13,8 +13,8 @@ from deliveries.notifications.operational import (
 )
 from deliveries.notifications.services import endpoint_reenable
 from deliveries.notifications.watch import watch_run
-from endpoints.health import endpoint_breaker_open
 from endpoints.models import Endpoint, EndpointHealth
+from endpoints.probes import endpoint_breaker_open
 from endpoints.services import endpoint_disable
 from tests.deliveries.notifications.conftest import T0, attempt, failures, hours, said
 

@@ -14,7 +14,7 @@ from deliveries.dispatch.heartbeat import Heartbeat, heartbeat_touch
 from deliveries.dispatch.maintenance import GaugeRefresher
 from deliveries.models import DispatcherHeartbeat
 from deliveries.ops import alerts
-from endpoints.health import endpoint_breaker_open
+from endpoints.probes import endpoint_breaker_open
 from endpoints.services import endpoint_disable
 from relayproject.lib.clock import utcnow
 from tests.deliveries.ops.test_metrics import scrape

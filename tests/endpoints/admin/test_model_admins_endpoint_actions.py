@@ -6,8 +6,8 @@ import pytest
 from django.contrib.admin.models import LogEntry
 from django.urls import reverse
 
-from endpoints.health import endpoint_breaker_open
 from endpoints.models import Endpoint, EndpointHealth
+from endpoints.probes import endpoint_breaker_open
 from endpoints.services import endpoint_disable
 from tests.support import factories
 from tests.support.admin import staff

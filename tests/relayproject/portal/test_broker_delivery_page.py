@@ -13,7 +13,7 @@ from django.urls import reverse
 
 from deliveries.models import Attempt, Delivery, ErrorKind
 from deliveries.services import event_publish
-from endpoints.health import endpoint_breaker_open
+from endpoints.probes import endpoint_breaker_open
 from relayproject.lib.clock import utcnow
 from tests.deliveries.notifications.conftest import attempt
 from tests.support import factories

@@ -10,8 +10,8 @@ from django.urls import reverse
 
 from deliveries.models import Delivery
 from deliveries.notifications.models import NotificationAddress, NotificationSettings
-from endpoints.health import endpoint_breaker_open
 from endpoints.models import EndpointHealth
+from endpoints.probes import endpoint_breaker_open
 from endpoints.services import endpoint_disable
 from relayproject.lib.clock import utcnow
 from tests.deliveries.notifications.conftest import attempt
