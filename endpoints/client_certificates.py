@@ -42,6 +42,11 @@ USABLE_KEYS = (
     ed25519.Ed25519PrivateKey,
     ed448.Ed448PrivateKey,
 )
+# Every TLS handshake signs with the key on a dispatcher's event loop: a
+# 16,000-bit RSA key (it fits in KEY_MAX_BYTES) costs ~200 ms a signature.
+RSA_MIN_BITS = 2048
+RSA_MAX_BITS = 4096
+EC_CURVES = (ec.SECP256R1, ec.SECP384R1, ec.SECP521R1)
 _BLOCK_RE = re.compile(rb"-----BEGIN ([A-Z0-9 ]+)-----")
 _KEY_LABELS = {b"PRIVATE KEY", b"RSA PRIVATE KEY", b"EC PRIVATE KEY"}
 
@@ -128,6 +133,8 @@ def identity_from_pkcs12(
         return None, [("pkcs12", f"At most {CHAIN_MAX_CERTS} certificates.")]
     if not isinstance(key, USABLE_KEYS):
         return None, [("pkcs12", _UNUSABLE_KEY)]
+    if problem := key_size_problem(key):
+        return None, [("pkcs12", problem)]
     return _identity([leaf, *extra], key, key_field="pkcs12")
 
 
@@ -241,16 +248,44 @@ def _pem_key(text: object):
     if len(labels) != 1 or labels[0] not in _KEY_LABELS:
         return "One private key in PEM (-----BEGIN PRIVATE KEY-----), nothing else."
     try:
-        key = serialization.load_pem_private_key(data, password=None)
+        # Its size first: checking an RSA key's primes takes seconds for the
+        # sizes refused below, so only a key of an accepted size is checked.
+        key = serialization.load_pem_private_key(
+            data, password=None, unsafe_skip_rsa_key_validation=True
+        )
+        if not isinstance(key, USABLE_KEYS):
+            return _UNUSABLE_KEY
+        if problem := key_size_problem(key):
+            return problem
+        if isinstance(key, rsa.RSAPrivateKey):
+            key = serialization.load_pem_private_key(data, password=None)
     except TypeError:  # encrypted in a form the labels did not show
         return _ENCRYPTED_KEY
     except (ValueError, UnsupportedAlgorithm):
         return (
             "Not a private key this relay can read (RSA, EC, Ed25519 or Ed448, in PEM)."
         )
-    if not isinstance(key, USABLE_KEYS):
-        return _UNUSABLE_KEY
     return key
+
+
+def key_size_problem(key) -> str | None:
+    """Why the relay refuses a usable key's size or curve (None: it takes it)."""
+    if isinstance(key, rsa.RSAPrivateKey) and not (
+        RSA_MIN_BITS <= key.key_size <= RSA_MAX_BITS
+    ):
+        return (
+            f"The RSA key has {key.key_size:,} bits: the relay takes "
+            f"{RSA_MIN_BITS:,} to {RSA_MAX_BITS:,} bits (every TLS handshake "
+            "signs with it)."
+        )
+    if isinstance(key, ec.EllipticCurvePrivateKey) and not isinstance(
+        key.curve, EC_CURVES
+    ):
+        return (
+            f"The EC key is on the curve {key.curve.name}: the relay takes "
+            "P-256, P-384 or P-521."
+        )
+    return None
 
 
 def _public(public_key) -> bytes:

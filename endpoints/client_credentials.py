@@ -13,6 +13,11 @@ stays oauth2 and the token URL stays the same, so a stored secret is never
 sent somewhere new without being given again. `tls` has no such rule: it is
 replaced whole (a key is never kept for a certificate it was not given with).
 
+Credentials go over https only: a client certificate or CA bundle always
+(over http they would be silently unused), auth unless
+RELAY_ALLOW_PRIVATE_DESTINATIONS (development, where receivers on loopback
+speak http), since plain http carries the password or token in clear.
+
 Every check runs before anything is set, and every problem is listed at
 once. No message repeats a value: most of them are secrets.
 """
@@ -27,6 +32,7 @@ from django.conf import settings
 
 from endpoints import brokers, client_certificates
 from endpoints.broker_fields import http_url_errors
+from endpoints.credentials_guard import UNCHANGED, has_part, https_problems
 from endpoints.custom_headers import normalised
 from endpoints.models import Endpoint
 
@@ -65,7 +71,6 @@ AUTHORIZATION_TAKEN = (
     "The custom header Authorization cannot be set with auth: auth sends its "
     "own Authorization header. Remove one of them."
 )
-UNCHANGED = object()  # credentials_clean: a field the change does not give
 
 Loc = tuple[str, ...]
 
@@ -125,10 +130,12 @@ def credentials_clean(
     headers: object,
     auth: object = UNCHANGED,
     tls: object = UNCHANGED,
+    url: str | None = None,
 ) -> tuple[dict[str, object], dict[str, list[str]]]:
     """For the services: (the columns a create or change writes, its errors
-    keyed as the API nests them, "auth.token_url"). kind and headers are the
-    endpoint's after the change; auth or tls UNCHANGED when not given."""
+    keyed as the API nests them, "auth.token_url"). kind, headers and url are
+    the endpoint's after the change (url None: the endpoint's own); auth or
+    tls UNCHANGED when not given."""
     errors: dict[str, list[str]] = {}
     changes: dict[str, object] = {}
     for name, value, check in (
@@ -136,7 +143,7 @@ def credentials_clean(
         ("tls", tls, lambda v, current: _tls_columns(v)),
     ):
         if value is UNCHANGED:
-            if kind != brokers.HTTP and _has(endpoint, name):
+            if kind != brokers.HTTP and has_part(endpoint, name):
                 errors[name] = [
                     f'A broker endpoint takes no {name}: send "{name}": null '
                     "to remove it with the change of kind."
@@ -150,12 +157,23 @@ def credentials_clean(
         except CredentialsInvalid as exc:
             for loc, message in exc.errors:
                 errors.setdefault(".".join((name, *loc)), []).append(message)
-    has_auth = bool(auth) if auth is not UNCHANGED else _has(endpoint, "auth")
+    has_auth = bool(auth) if auth is not UNCHANGED else has_part(endpoint, "auth")
     if has_auth and isinstance(headers, dict):
         if any(normalised(str(h)) == "authorization" for h in headers):
             errors.setdefault(
                 "auth" if auth is not UNCHANGED else "headers", []
             ).append(AUTHORIZATION_TAKEN)
+    has_tls = bool(tls) if tls is not UNCHANGED else has_part(endpoint, "tls")
+    before = endpoint.url if endpoint is not None else None
+    for field, message in https_problems(
+        url if url is not None else before or "",
+        url_changed=url is not None and url != before,
+        auth=(has_auth, auth is not UNCHANGED),
+        tls=(has_tls, tls is not UNCHANGED),
+    ):
+        # A part refused already needs no more words until it is right.
+        if not any(key == field or key.startswith(f"{field}.") for key in errors):
+            errors[field] = [message]
     return changes, errors
 
 
@@ -194,14 +212,6 @@ def tls_shown(endpoint: Endpoint, *, now: datetime) -> dict | None:
     }
 
 
-def _has(endpoint: Endpoint | None, name: str) -> bool:
-    if endpoint is None:
-        return False
-    if name == "auth":
-        return bool(endpoint.auth_type)
-    return bool(endpoint.tls_client_cert or endpoint.tls_ca_bundle)
-
-
 def _auth_columns(value: object, *, current: Endpoint | None) -> dict[str, object]:
     if not value:
         return {"auth_type": "", "auth_settings": {}, "auth_secret": None}
@@ -227,9 +237,10 @@ def _auth_columns(value: object, *, current: Endpoint | None) -> dict[str, objec
             "token_url"
         ) != value.get("token_url")
     secret = value.get(secret_name)
+    kept = False
     if secret is None:
         if same_type and not moved and current.auth_secret:
-            secret = current.auth_secret
+            kept = True
         elif moved:
             problems.append(
                 (
@@ -244,6 +255,9 @@ def _auth_columns(value: object, *, current: Endpoint | None) -> dict[str, objec
         problems.append(((secret_name,), problem))
     if problems:
         raise CredentialsInvalid(problems)
+    if kept:
+        # Not written back as read: a rotation since would be undone.
+        return {"auth_type": auth_type, "auth_settings": shown}
     return {"auth_type": auth_type, "auth_settings": shown, "auth_secret": secret}
 
 

@@ -31,6 +31,12 @@ class Unreadable(ValueError):
     """Not BER the walk can follow (the file is refused as unreadable)."""
 
 
+class TooComplex(Unreadable):
+    """Nested deeper, or more elements, than a PKCS#12 file has: refused
+    wherever it is, even inside bytes only tried as structure (else a file
+    could hide its counts behind a structure the walk gives up on)."""
+
+
 def total_iterations(data: bytes) -> int:
     """The iteration counts the file asks for, summed; Unreadable when its
     outer structure is not BER."""
@@ -53,20 +59,27 @@ def _walk(data: bytes, elements, *, depth: int, budget: list[int]) -> int:
                 raise Unreadable("malformed content")
             total += _walk(data, inner, depth=depth + 1, budget=budget)
         elif tag == _OCTET_STRING and end > start:
-            # Encoded content (a ContentInfo's data, a bag) or plain bytes (a
-            # salt, a digest, ciphertext): only the first is walked.
-            try:
-                inner, stop = _elements(
-                    data, start, end, depth=depth + 1, budget=budget
-                )
-            except Unreadable:
-                inner, stop = [], None
-            if stop == end:
-                total += _walk(data, inner, depth=depth + 1, budget=budget)
+            total += _inside(data, start, end, depth=depth + 1, budget=budget)
         previous_tag = _OCTET_STRING if tag == _CONSTRUCTED_OCTET_STRING else tag
         if total > MAX_TOTAL_ITERATIONS:
             return total  # enough to refuse: walk no further
     return total
+
+
+def _inside(data: bytes, start: int, end: int, *, depth: int, budget: list[int]) -> int:
+    """The counts in an OCTET STRING's content when it is encoded structure
+    (a ContentInfo's data, a bag); 0 when it is plain bytes (a salt, a
+    digest, ciphertext), which may happen to begin like structure but does
+    not parse as such to its end (OpenSSL would not read it as any either)."""
+    try:
+        inner, stop = _elements(data, start, end, depth=depth, budget=budget)
+        if stop != end:
+            return 0
+        return _walk(data, inner, depth=depth, budget=budget)
+    except TooComplex:
+        raise
+    except Unreadable:
+        return 0
 
 
 def _elements(
@@ -84,14 +97,14 @@ def _read(
 ) -> tuple[list[tuple[int, int, int]], int, bool]:
     """_elements, and whether an end-of-contents closed them."""
     if depth > MAX_DEPTH:
-        raise Unreadable("nested too deep")
+        raise TooComplex("nested too deep")
     found = []
     while pos < end:
         if data[pos] == 0 and pos + 1 < end and data[pos + 1] == 0:
             return found, pos + 2, True
         budget[0] -= 1
         if budget[0] < 0:
-            raise Unreadable("too many elements")
+            raise TooComplex("too many elements")
         tag = data[pos]
         if tag & 0x1F == 0x1F:
             raise Unreadable("high tag numbers are not used by PKCS#12")

@@ -19,6 +19,7 @@ from endpoints import (
     signing_keys,
     verification,
 )
+from endpoints.credentials_guard import credentials_row_errors
 from endpoints.custom_headers import header_errors
 from endpoints.filtering import filter_errors
 from endpoints.health import health_create
@@ -28,8 +29,8 @@ from endpoints.models import (
     EndpointSecret,
     Merchant,
 )
-from endpoints.secrets import ROTATION_OVERLAP_MAX_SECONDS, generate_secret
 from endpoints.probes import endpoint_breaker_reset
+from endpoints.secrets import ROTATION_OVERLAP_MAX_SECONDS, generate_secret
 from relayproject.lib.clock import utcnow
 
 logger = logging.getLogger(__name__)
@@ -208,7 +209,7 @@ def endpoint_create(
         },
     )
     credentials, problems = client_credentials.credentials_clean(
-        endpoint=None, kind=kind, headers=headers, auth=auth, tls=tls
+        endpoint=None, kind=kind, headers=headers, auth=auth, tls=tls, url=url
     )
     _merge(errors, problems)
     if kind in brokers.BROKER_KINDS and permanent_statuses:
@@ -271,13 +272,16 @@ def endpoint_update(
     auth=_UNSET,
     tls=_UNSET,
     by: str = "api",
+    may_move_credentials: bool = True,
     now: datetime,
 ) -> Endpoint:
     """Change only the fields given; validate them all before writing any.
 
     A broker url given without credentials keeps the stored ones only on the
     same scheme, host and port (endpoints/broker_fields.py). auth and tls
-    (None removes either): endpoints/client_credentials.py."""
+    (None removes either): endpoints/client_credentials.py. may_move_credentials
+    False refuses a URL change while the endpoint has auth (the portal's
+    developers: endpoints/credentials_guard.py)."""
     destination, errors = broker_fields.destination_change(
         endpoint=endpoint,
         kind=None if kind is _UNSET else kind,
@@ -324,6 +328,7 @@ def endpoint_update(
         headers=endpoint.headers if headers is _UNSET else headers,
         auth=client_credentials.UNCHANGED if auth is _UNSET else auth,
         tls=client_credentials.UNCHANGED if tls is _UNSET else tls,
+        url=destination.url if destination else endpoint.url,
     )
     _merge(errors, problems)
     if errors:
@@ -360,22 +365,32 @@ def endpoint_update(
         before.kind,
         before.url,
     )
-    # Only the fields given are written: a stale instance must not undo what
-    # happened to the row since it was read (a verification, a disable).
-    fields = [field for field, value in changes.items() if value is not _UNSET]
-    for field in fields:
-        setattr(endpoint, field, changes[field])
-    fields += client_credentials.credentials_apply(endpoint, credentials)
-    if endpoint.kind != brokers.HTTP and endpoint.awaiting_verification:
-        # Nothing at a broker can answer the challenge: it would wait forever.
-        _verification_dropped(endpoint)
-        fields += ["awaiting_verification", "verification_challenge"]
-    elif url_changed and verification.required(endpoint.merchant):
-        # A new URL may be anyone's: it proves itself again before it gets
-        # anything, with a challenge of its own.
-        verification.request_fields_set(endpoint, now=now)
-        fields += verification.REQUEST_FIELDS
     with transaction.atomic():
+        if errors := credentials_row_errors(
+            endpoint,
+            url=destination.url if destination else endpoint.url,
+            auth=client_credentials.UNCHANGED if auth is _UNSET else auth,
+            tls=client_credentials.UNCHANGED if tls is _UNSET else tls,
+            changes=credentials,
+            url_changed=url_changed,
+            may_move_credentials=may_move_credentials,
+        ):
+            raise ValidationError(errors)
+        # Only the fields given are written: a stale instance must not undo
+        # what happened to the row since it was read (a verification, a disable).
+        fields = [field for field, value in changes.items() if value is not _UNSET]
+        for field in fields:
+            setattr(endpoint, field, changes[field])
+        fields += client_credentials.credentials_apply(endpoint, credentials)
+        if endpoint.kind != brokers.HTTP and endpoint.awaiting_verification:
+            # Nothing at a broker can answer the challenge: it would wait forever.
+            _verification_dropped(endpoint)
+            fields += ["awaiting_verification", "verification_challenge"]
+        elif url_changed and verification.required(endpoint.merchant):
+            # A new URL may be anyone's: it proves itself again before it gets
+            # anything, with a challenge of its own.
+            verification.request_fields_set(endpoint, now=now)
+            fields += verification.REQUEST_FIELDS
         endpoint.save(update_fields=list(dict.fromkeys([*fields, "updated_at"])))
         if moved:
             # The failures were the old destination's: the new one starts closed.

@@ -17,7 +17,7 @@ from tests.support.api import assert_problem, row_counts
 pytestmark = pytest.mark.postgres
 
 ENDPOINTS = "/merchants/acme/endpoints"
-HOOK = "http://127.0.0.1:9/hook"
+HOOK = "https://127.0.0.1:9/hook"
 PASSWORD = "Basic-Pass-Okapi-4471"
 CLIENT_SECRET = "Client-Secret-Narwhal-9902"
 BASIC = {"type": "basic", "username": "relay", "password": PASSWORD}

@@ -41,6 +41,7 @@ def order_type(platform):
 
 OPERATIONAL = [
     "relay.delivery.dead",
+    "relay.endpoint.certificate_expiring",
     "relay.endpoint.disabled",
     "relay.endpoint.enabled",
     "relay.endpoint.failing",

@@ -130,3 +130,18 @@ def test_an_unreadable_upload_is_refused_with_a_plain_message():
     assert problems == [
         ("pkcs12", "Could not read the file: it is not a PKCS#12 file.")
     ]
+
+
+def test_a_salt_that_begins_like_structure_is_plain_bytes():
+    # Random salts sometimes parse as a TLV whose inside does not (here a
+    # SEQUENCE holding an INTEGER cut short): 1 file in a few hundred was
+    # refused as unreadable before this was read as plain bytes.
+    looks_like_structure = b"\x30\x03\x02\x05\x00"
+    assert pkcs12_work.total_iterations(_params(looks_like_structure, 2048)) == 2048
+
+
+def test_structure_too_deep_inside_an_octet_string_is_refused_not_skipped():
+    # Else a file could hide its counts where the walk gives up.
+    deep = b"\x30\x80" * 30 + _params(b"salt", 9_000_000) + b"\x00\x00" * 30
+    with pytest.raises(pkcs12_work.TooComplex):
+        pkcs12_work.total_iterations(_tlv(0x30, _tlv(0x04, deep)))

@@ -27,9 +27,9 @@ from relayproject.portal.views.common import page
 logger = logging.getLogger("relayproject.portal")
 
 CHANGED_MEANWHILE = (
-    "Someone changed this endpoint's authentication or certificate while you "
-    "were editing: nothing was saved. What is set now is shown above; check it "
-    "and save again."
+    "Someone changed this endpoint's URL, authentication or certificate while "
+    "you were editing: nothing was saved. What is set now is shown above; "
+    "check it and save again."
 )
 REMOVED = {
     "auth": "Authentication removed: the relay sends no Authorization header of "
@@ -124,14 +124,15 @@ def _remove(request: HttpRequest, access: Access) -> HttpResponse:
 
 
 def _write(endpoint: Endpoint, changes: dict) -> bool:
-    """Write the checked columns unless the credentials changed since the page
-    read them (their version moved): one conditional UPDATE, so the checks,
-    which resolve the token URL's host, run outside any transaction."""
-    seen = endpoint.credentials_version
+    """Write the checked columns unless the credentials or the URL changed
+    since the page read them (the checks, https included, were against
+    those): one conditional UPDATE, so the checks, which resolve the token
+    URL's host, run outside any transaction."""
+    seen, url = endpoint.credentials_version, endpoint.url
     fields = credentials_apply(endpoint, changes)
-    written = Endpoint.objects.filter(pk=endpoint.pk, credentials_version=seen).update(
-        **{name: getattr(endpoint, name) for name in fields}, updated_at=utcnow()
-    )
+    written = Endpoint.objects.filter(
+        pk=endpoint.pk, credentials_version=seen, url=url
+    ).update(**{name: getattr(endpoint, name) for name in fields}, updated_at=utcnow())
     if not written:
         endpoint.refresh_from_db()
     return bool(written)

@@ -19,6 +19,7 @@ pytestmark = pytest.mark.django_db
 
 PASSWORD = "Admin-Pass-Tapir-5521"
 CLIENT_SECRET = "Admin-Secret-Ibis-8830"
+HOOK = "https://127.0.0.1:9/hook"  # a client certificate is used only over https
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +62,7 @@ def field_errors(response) -> dict[str, list[str]]:
 
 
 def with_auth_and_certificate(identity) -> Endpoint:
-    endpoint = factories.endpoint()
+    endpoint = factories.endpoint(url=HOOK)
     auth_set(endpoint, {"type": "basic", "username": "relay", "password": PASSWORD})
     tls_set(
         endpoint,
@@ -94,7 +95,7 @@ def test_an_expired_certificate_is_shown_expired(admin_client):
     expired = client_certs.identity(
         not_before=past - dt.timedelta(days=9), not_after=past
     )
-    endpoint = factories.endpoint()
+    endpoint = factories.endpoint(url=HOOK)
     tls_set(endpoint, {"client_cert": expired.chain, "client_key": expired.key})
     endpoint.save()
 
@@ -104,7 +105,7 @@ def test_an_expired_certificate_is_shown_expired(admin_client):
 
 
 def test_staff_set_oauth2_and_the_secret_is_stored_not_shown(admin_client):
-    endpoint = factories.endpoint()
+    endpoint = factories.endpoint(url=HOOK)
 
     response = post(
         admin_client,
@@ -124,7 +125,7 @@ def test_staff_set_oauth2_and_the_secret_is_stored_not_shown(admin_client):
 
 
 def test_staff_upload_a_certificate_and_key(admin_client, client_identity):
-    endpoint = factories.endpoint()
+    endpoint = factories.endpoint(url=HOOK)
 
     response = post(
         admin_client,
@@ -139,7 +140,7 @@ def test_staff_upload_a_certificate_and_key(admin_client, client_identity):
 
 
 def test_staff_upload_pkcs12_with_its_password(admin_client, client_identity):
-    endpoint = factories.endpoint()
+    endpoint = factories.endpoint(url=HOOK)
     p12 = base64.b64decode(client_identity.pkcs12("p12-admin"))
 
     response = post(

@@ -26,6 +26,7 @@ from tests.support import client_certs, factories
 from tests.support.portal import user_with_role
 
 TOKEN_URL = "http://127.0.0.1:9/oauth/token"
+HOOK = "https://127.0.0.1:9/hook"
 CLIENT_SECRET = "client-secret-never-shown-4c1d"
 PASSWORD = "basic-password-never-shown-77e0"
 P12_PASSWORD = "p12-password-never-shown-0a9b"
@@ -71,6 +72,13 @@ def assert_nothing_secret(html: str, identity) -> None:
     for secret in (CLIENT_SECRET, PASSWORD, P12_PASSWORD):
         assert secret not in html
     assert client_certs.key_body(identity.key)[:60] not in html
+
+
+@pytest.fixture(autouse=True)
+def _https(world):
+    # A client certificate is used only over https (and auth, but for
+    # RELAY_ALLOW_PRIVATE_DESTINATIONS, which tests set).
+    endpoint_update(endpoint=world.mine.endpoint, url=HOOK, now=utcnow())
 
 
 @pytest.fixture

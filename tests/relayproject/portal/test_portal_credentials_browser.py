@@ -32,7 +32,7 @@ def test_an_owner_sets_oauth2_and_uploads_a_certificate(
     merchant = factories.merchant("acme")
     user_with_role(merchant, Membership.Role.OWNER, "alice")
     endpoint = factories.endpoint(
-        merchant, url="http://127.0.0.1:9/hooks.example-merchant.com/webhooks/v2"
+        merchant, url="https://127.0.0.1:9/hooks.example-merchant.com/webhooks/v2"
     )
     # Expires inside the warning window, so the page has a warning to show.
     made = client_certs.identity(
