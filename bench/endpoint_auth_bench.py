@@ -10,7 +10,9 @@ serving the same app on three ports: plain HTTP, TLS, and TLS requiring a
 client certificate (its CA, server and client certificates made here with
 trustme). HTTPS endpoints trust that CA through their own `ca_bundle`, so
 both HTTPS scenarios take the per-endpoint TLS path; the mTLS ones add a
-client certificate. Scenarios run in the order given, --rounds times.
+client certificate. Scenarios run in the order given, --rounds times, after
+the ceiling: as many plain aiohttp POSTs to the receiver's HTTP port, 512 in
+flight, with no database and no signing (bench/ceiling.py).
 
     .venv/bin/python -m bench.endpoint_auth_bench                 # 1,000 events each
     .venv/bin/python -m bench.endpoint_auth_bench --quick         # 100 events each
@@ -32,6 +34,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bench import deliveries_bench as relay_bench
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/ceiling.py
 
 ENDPOINTS = 20  # as brokers_bench and instant20
 # name -> (receiver port: http, tls or mtls; signing scheme)
@@ -136,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--events", type=int, default=1000, help="events each")
     parser.add_argument("--quick", action="store_true", help="100 events each")
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--no-ceiling", action="store_true")
     parser.add_argument("--timeout", type=float, default=300, help="seconds each")
     parser.add_argument("--database-url", default=relay_bench.DEFAULT_DB)
     parser.add_argument(
@@ -168,6 +173,17 @@ def main(argv: list[str] | None = None) -> int:
         ports = {words[i]: int(words[i + 1]) for i in range(0, len(words), 2)}
         ports["http"] = ports.pop("port")
         try:
+            if not args.no_ceiling:
+                results.append(
+                    relay_bench.run_ceiling(
+                        "http ceiling 512 in flight",
+                        receiver,
+                        count=max(args.events * ENDPOINTS, 1000),
+                        in_flight=512,
+                        m=ENDPOINTS,
+                    )
+                )
+                print(relay_bench.table(results[-1:]).splitlines()[-1], flush=True)
             for _ in range(args.rounds):
                 for name in names:
                     results.append(
