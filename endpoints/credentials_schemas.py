@@ -16,11 +16,14 @@ AUTH_DESCRIPTION = (
     '`{"type": "basic", "username", "password"}` (HTTP Basic) or '
     '`{"type": "oauth2", "token_url", "client_id", "client_secret", '
     '"scope"?, "audience"?}` (OAuth2 client credentials: the token is sent as '
-    "`Authorization: Bearer`; the token URL must be https and passes the same "
-    "destination policy as the endpoint URL). The password and client secret "
+    "`Authorization: Bearer`; the token URL must be https, or http where "
+    "private destinations are allowed, and passes the same destination "
+    "policy as the endpoint URL). The password and client secret "
     "are write-only: a change that leaves them out keeps the stored one while "
     "the type (and, for oauth2, the token URL) stays the same. null removes "
-    "auth. A custom `Authorization` header cannot be set beside it."
+    "auth. A custom `Authorization` header cannot be set beside it. The "
+    "endpoint URL must be https while auth is set (http only where "
+    "RELAY_ALLOW_PRIVATE_DESTINATIONS is on)."
 )
 TLS_DESCRIPTION = (
     "HTTP endpoints only. A client certificate for mTLS, "
@@ -31,8 +34,10 @@ TLS_DESCRIPTION = (
     "check). The key must match the leaf, and the leaf allow client "
     "authentication; an expired certificate is accepted and shown as expired. "
     "The key is write-only and kept encrypted; tls is replaced whole by a "
-    "change. null removes it. Bounds: chain 64 KiB and 10 certificates, key "
-    "16 KiB, PKCS#12 96 KiB, bundle 256 KiB and 200 certificates."
+    "change. null removes it. The endpoint URL must be https. Keys: RSA of "
+    "2048 to 4096 bits, EC on P-256, P-384 or P-521, Ed25519, Ed448. Bounds: "
+    "chain 64 KiB and 10 certificates, key 16 KiB, PKCS#12 96 KiB and "
+    "2,000,000 key-derivation iterations, bundle 256 KiB and 200 certificates."
 )
 AUTH_EXAMPLES = [
     {

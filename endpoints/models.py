@@ -258,7 +258,7 @@ class Endpoint(MerchantKeyed):
     # parts shown back (username; token_url, client_id, scope, audience);
     # auth_secret the password or client secret, encrypted and write-only.
     auth_type = models.CharField(max_length=8, blank=True, default="", db_default="")
-    auth_settings = models.JSONField(default=dict, blank=True)
+    auth_settings = models.JSONField(default=dict, db_default={}, blank=True)
     auth_secret = EncryptedSecretField(null=True, blank=True, editable=False)
     # A client certificate (mTLS): the PEM chain in clear (it is public), its
     # private key encrypted and write-only; subject and expiry read from the
