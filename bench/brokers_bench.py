@@ -105,7 +105,8 @@ def _line_within(proc: subprocess.Popen, seconds: float) -> str:
 
 def endpoints_make(kind: str, *, url: str, run_id: str) -> None:
     """Empty tables, then the bench merchant with ENDPOINTS endpoints of kind."""
-    from endpoints.services import endpoint_create, merchant_create
+    from endpoints.merchant_services import merchant_create
+    from endpoints.services import endpoint_create
 
     relay_bench.tables_empty()
     merchant = merchant_create(slug="bench", name="Bench")

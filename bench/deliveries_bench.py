@@ -353,7 +353,8 @@ def tables_empty() -> None:
 
 def relay_reset(*, base: str, endpoints: int) -> None:
     """Empty tables, then one merchant with `endpoints` endpoints at base/e<i>."""
-    from endpoints.services import endpoint_create, merchant_create
+    from endpoints.merchant_services import merchant_create
+    from endpoints.services import endpoint_create
 
     tables_empty()
     merchant = merchant_create(slug="bench", name="Bench")

@@ -68,7 +68,8 @@ def certificates_write(directory: Path) -> dict[str, str]:
 
 def endpoints_make(*, url: str, signing: str, tls: dict | None) -> None:
     """Empty tables, then the bench merchant with ENDPOINTS endpoints at url/e<i>."""
-    from endpoints.services import endpoint_create, merchant_create
+    from endpoints.merchant_services import merchant_create
+    from endpoints.services import endpoint_create
 
     relay_bench.tables_empty()
     merchant = merchant_create(slug="bench", name="Bench")

@@ -10,12 +10,20 @@ from ninja.errors import AuthorizationError
 from endpoints import (
     broker_fields,
     catalogue,
+    merchant_services,
     portal_links,
+    secret_rotation,
     selectors,
     services,
     verification,
 )
 from endpoints.apikeys import api_key, visible_endpoint, visible_merchant
+from endpoints.catalogue_schemas import (
+    EventTypeIn,
+    EventTypeOut,
+    EventTypePage,
+    EventTypePatch,
+)
 from endpoints.models import Endpoint, EventType, Membership
 from endpoints.schemas import (
     EndpointCreated,
@@ -23,20 +31,14 @@ from endpoints.schemas import (
     EndpointOut,
     EndpointPage,
     EndpointPatch,
-    EventTypeIn,
-    EventTypeOut,
-    EventTypePage,
-    EventTypePatch,
     MerchantIn,
     MerchantOut,
     MerchantPatch,
     PortalSessionIn,
     PortalSessionOut,
-    RotateSecretIn,
-    SecretRotated,
-    SigningKeysOut,
     VerifyIn,
 )
+from endpoints.signing_schemas import RotateSecretIn, SecretRotated, SigningKeysOut
 from relayproject.lib.clock import utcnow
 from relayproject.lib.pagination import DEFAULT_LIMIT, MAX_LIMIT, paginate
 from relayproject.lib.problems import COMMON_ERRORS, ApiProblem, Problem
@@ -54,7 +56,7 @@ def merchant_create(request: HttpRequest, payload: MerchantIn):
     policy defaults if given."""
     if not api_key(request).is_platform:
         raise AuthorizationError(message="Only platform keys may create merchants.")
-    return Status(201, services.merchant_create(**payload.dict()))
+    return Status(201, merchant_services.merchant_create(**payload.dict()))
 
 
 @router.get(
@@ -77,7 +79,7 @@ def merchant_update(request: HttpRequest, slug: str, payload: MerchantPatch):
     if not api_key(request).is_platform:
         raise AuthorizationError(message="Only platform keys may change merchants.")
     merchant = visible_merchant(request, slug)
-    return services.merchant_update(merchant=merchant, **payload.changes())
+    return merchant_services.merchant_update(merchant=merchant, **payload.changes())
 
 
 @router.get(
@@ -184,7 +186,7 @@ def endpoint_rotate_secret(
     """New secret now; the previous one keeps signing until previous_expires_at
     (now, when overlap_seconds is 0)."""
     endpoint = visible_endpoint(request, slug, endpoint_id)
-    secret, expires = services.endpoint_rotate_secret(
+    secret, expires = secret_rotation.endpoint_rotate_secret(
         endpoint=endpoint,
         now=utcnow(),
         overlap_seconds=payload.overlap_seconds if payload else None,

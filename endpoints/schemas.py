@@ -1,4 +1,6 @@
-"""Request and response shapes of the merchants and endpoints API."""
+"""Request and response shapes of the merchants and endpoints API: merchants,
+endpoints and their verification, portal sessions (signing keys and secret
+rotation: endpoints.signing_schemas; event types: endpoints.catalogue_schemas)."""
 
 from __future__ import annotations
 
@@ -17,9 +19,8 @@ from endpoints.credentials_schemas import (
     CredentialsObject,
     TlsOut,
 )
-from endpoints.matching import EVENT_TYPE_RE, MAX_EVENT_TYPE_LENGTH, SUBSCRIPTION_RE
+from endpoints.matching import SUBSCRIPTION_RE
 from endpoints.models import Endpoint, EndpointHealth, Membership
-from endpoints.secrets import ROTATION_OVERLAP_MAX_SECONDS
 from relayproject.lib.clock import utcnow
 
 Subscription = Annotated[
@@ -34,7 +35,7 @@ def _allowed_destination(url: str, info: ValidationInfo) -> str:
     its scheme says HTTP."""
     from django.core.exceptions import ValidationError
 
-    from endpoints.services import endpoint_url_check
+    from endpoints.endpoint_fields import endpoint_url_check
 
     kind = info.data.get("kind")
     if kind is None and "kind" in info.data:  # a change that keeps the kind
@@ -381,35 +382,6 @@ class EndpointPage(Schema):
     next_cursor: str | None
 
 
-class SigningKeyOut(Schema):
-    endpoint_id: str
-    public_key: str = Field(description="`whpk_` + base64 of the 32-byte key.")
-    not_after: datetime | None = Field(
-        None, description="Left out unless the key stops signing at this time."
-    )
-
-
-class SigningKeysOut(Schema):
-    keys: list[SigningKeyOut]
-
-
-class RotateSecretIn(Schema):
-    overlap_seconds: int | None = Field(
-        None,
-        ge=0,
-        le=ROTATION_OVERLAP_MAX_SECONDS,
-        description="How long the previous secret keeps signing beside the new "
-        "one: 0 stops it at once (for a leaked secret); left out, the relay's "
-        "SECRET_ROTATION_OVERLAP_SECONDS (a day unless the operator set another).",
-        examples=[0, 86400],
-    )
-
-
-class SecretRotated(Schema):
-    secret: str
-    previous_expires_at: datetime
-
-
 class PortalSessionIn(Schema):
     role: Membership.Role = Membership.Role.VIEWER
 
@@ -417,53 +389,3 @@ class PortalSessionIn(Schema):
 class PortalSessionOut(Schema):
     url: str
     expires_at: datetime
-
-
-EventTypeName = Annotated[
-    str,
-    StringConstraints(
-        min_length=1, max_length=MAX_EVENT_TYPE_LENGTH, pattern=EVENT_TYPE_RE.pattern
-    ),
-]
-
-
-class EventTypeIn(Schema):
-    name: EventTypeName = Field(examples=["order.paid"])
-    description: str = Field(
-        "", max_length=2000, examples=["A customer paid for an order."]
-    )
-    schema_: dict[str, Any] | None = Field(
-        None,
-        alias="schema",
-        examples=[
-            {
-                "type": "object",
-                "required": ["order"],
-                "properties": {"order": {"type": "object"}},
-            }
-        ],
-    )
-    example: Any = Field(None, examples=[{"order": {"id": 8812, "amount": 1999}}])
-    deprecated: bool = False
-
-
-class EventTypePatch(Schema):
-    description: str | None = Field(None, max_length=2000)
-    schema_: dict[str, Any] | None = Field(None, alias="schema")
-    example: Any = None
-    deprecated: bool | None = None
-
-
-class EventTypeOut(Schema):
-    name: str
-    description: str
-    schema_: dict[str, Any] | None = Field(alias="schema")
-    example: Any
-    deprecated: bool
-    created_at: datetime
-    updated_at: datetime
-
-
-class EventTypePage(Schema):
-    items: list[EventTypeOut]
-    next_cursor: str | None

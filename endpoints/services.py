@@ -1,12 +1,14 @@
-"""Writes for merchants, endpoints and secrets (endpoint health: endpoints.health)."""
+"""Writes for endpoints: created with their first secret, updated, disabled,
+enabled, deleted (merchants: endpoints.merchant_services; a secret's rotation:
+endpoints.secret_rotation; the checks of an endpoint's fields:
+endpoints.endpoint_fields; endpoint health: endpoints.health)."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 
-from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
@@ -20,143 +22,19 @@ from endpoints import (
     verification,
 )
 from endpoints.credentials_guard import credentials_row_errors
-from endpoints.custom_headers import header_errors
-from endpoints.filtering import filter_errors
+from endpoints.endpoint_fields import field_errors
 from endpoints.health import health_create
-from endpoints.matching import is_valid_subscription
 from endpoints.models import (
     Endpoint,
     EndpointSecret,
     Merchant,
 )
 from endpoints.probes import endpoint_breaker_reset
-from endpoints.secrets import ROTATION_OVERLAP_MAX_SECONDS, generate_secret
+from endpoints.secrets import generate_secret
 from relayproject.lib.clock import utcnow
 
 logger = logging.getLogger(__name__)
 _UNSET = object()
-MAX_IN_FLIGHT_LIMIT = 1000  # sends at once to one endpoint, across all dispatchers
-
-
-def merchant_create(
-    *,
-    slug: str,
-    name: str,
-    retry_schedule: list[float] | None = None,
-    max_attempts: int | None = None,
-    timeout_seconds: float | None = None,
-) -> Merchant:
-    """A merchant, with its endpoints' retry policy defaults if given."""
-    policy = {
-        "retry_schedule": retry_schedule,
-        "max_attempts": max_attempts,
-        "timeout_seconds": timeout_seconds,
-    }
-    if errors := retry_policy.merchant_defaults_errors(None, policy):
-        raise ValidationError(errors)
-    merchant = Merchant(slug=slug, name=name, **policy)
-    merchant.full_clean()
-    merchant.save()
-    return merchant
-
-
-def merchant_update(
-    *,
-    merchant: Merchant,
-    name=_UNSET,
-    retry_schedule=_UNSET,
-    max_attempts=_UNSET,
-    timeout_seconds=_UNSET,
-) -> Merchant:
-    """Change a merchant's name or its endpoints' retry policy defaults, only
-    the fields given; None clears a default (back to the relay's setting)."""
-    changes = {
-        field: value
-        for field, value in (
-            ("name", name),
-            ("retry_schedule", retry_schedule),
-            ("max_attempts", max_attempts),
-            ("timeout_seconds", timeout_seconds),
-        )
-        if value is not _UNSET
-    }
-    policy = {f: v for f, v in changes.items() if f in retry_policy.FIELDS}
-    errors = retry_policy.merchant_defaults_errors(merchant, policy)
-    if "name" in changes and not 1 <= len(changes["name"] or "") <= 200:
-        errors["name"] = ["From 1 to 200 characters."]
-    if errors:
-        raise ValidationError(errors)
-    for field, value in changes.items():
-        setattr(merchant, field, value)
-    if changes:
-        merchant.save(update_fields=list(changes))
-    return merchant
-
-
-def endpoint_url_check(url: str) -> None:
-    """Raise ValidationError({"url": reason}) when the policy refuses an HTTP url."""
-    if problems := broker_fields.http_url_errors(url):
-        raise ValidationError({"url": problems})
-
-
-def _clean_fields(
-    *,
-    event_types: Sequence[str] | None,
-    max_attempts: int | None,
-    rate_limit_per_second: float | None,
-    filter: object = None,
-    headers: object = None,
-    max_in_flight: int | None = None,
-    permanent_statuses: object = None,
-    signing: object = None,
-) -> dict[str, list[str]]:
-    # max_attempts: checked with the rest of the retry policy (endpoints/retry_policy.py).
-    del max_attempts
-    errors: dict[str, list[str]] = {}
-    if problems := signing_keys.scheme_errors(signing):
-        errors["signing"] = problems
-    if problems := permanent_status_errors(permanent_statuses):
-        errors["permanent_statuses"] = problems
-    if problems := filter_errors(filter):
-        errors["filter"] = problems
-    if problems := header_errors(headers):
-        errors["headers"] = problems
-    if event_types is not None:
-        bad = [
-            t
-            for t in event_types
-            if not isinstance(t, str) or not is_valid_subscription(t)
-        ]
-        if bad:
-            errors["event_types"] = [
-                f"Not an event type or prefix.* pattern: {bad[0]!r}."
-            ]
-    if rate_limit_per_second is not None and not 0 < rate_limit_per_second <= 10000:
-        errors["rate_limit_per_second"] = ["Must be above 0 and at most 10000."]
-    if max_in_flight is not None and not 1 <= max_in_flight <= MAX_IN_FLIGHT_LIMIT:
-        errors["max_in_flight"] = [f"Must be between 1 and {MAX_IN_FLIGHT_LIMIT}."]
-    return errors
-
-
-MAX_PERMANENT_STATUSES = 50
-
-
-def permanent_status_errors(statuses: object) -> list[str]:
-    """What is wrong with a permanent_statuses list ([] when nothing; None: unset)."""
-    if statuses is None:
-        return []
-    if not isinstance(statuses, list | tuple):
-        return ["A list of HTTP status codes, e.g. [400, 404]."]
-    if len(statuses) > MAX_PERMANENT_STATUSES:
-        return [f"At most {MAX_PERMANENT_STATUSES} statuses."]
-    for status in statuses:
-        if isinstance(status, bool) or not isinstance(status, int):
-            return [f"Not a status code: {status!r}."]
-        if status == 410:
-            return ["410 always stops delivery and disables the endpoint."]
-        if not 300 <= status <= 599:
-            return [f"{status}: only 300-599 can be a failure to stop on."]
-    return []
 
 
 def endpoint_create(
@@ -189,7 +67,7 @@ def endpoint_create(
     destination, errors = broker_fields.destination_clean(
         merchant=merchant, kind=kind, url=url, target=target or {}
     )
-    errors |= _clean_fields(
+    errors |= field_errors(
         event_types=event_types,
         max_attempts=max_attempts,
         rate_limit_per_second=rate_limit_per_second,
@@ -288,7 +166,7 @@ def endpoint_update(
         url=None if url is _UNSET else url,
         target=None if target is _UNSET else target,
     )
-    errors |= _clean_fields(
+    errors |= field_errors(
         event_types=None if event_types is _UNSET else event_types,
         max_attempts=None if max_attempts is _UNSET else max_attempts,
         rate_limit_per_second=None
@@ -495,37 +373,3 @@ def endpoint_auto_disable_exempt(
 
 def endpoint_delete(*, endpoint: Endpoint) -> None:
     endpoint.delete()
-
-
-def endpoint_rotate_secret(
-    *, endpoint: Endpoint, now: datetime, overlap_seconds: int | None = None
-) -> tuple[EndpointSecret, datetime]:
-    """New secret signs from now on; the previous one keeps signing for the
-    overlap (SECRET_ROTATION_OVERLAP_SECONDS unless given, 0 to
-    ROTATION_OVERLAP_MAX_SECONDS); 0 stops every older secret at once."""
-    if overlap_seconds is None:
-        overlap_seconds = settings.SECRET_ROTATION_OVERLAP_SECONDS
-    elif not 0 <= overlap_seconds <= ROTATION_OVERLAP_MAX_SECONDS:
-        raise ValidationError(
-            {
-                "overlap_seconds": "The overlap must be from 0 to "
-                f"{ROTATION_OVERLAP_MAX_SECONDS} seconds (7 days)."
-            }
-        )
-    expires = now + timedelta(seconds=overlap_seconds)
-    with transaction.atomic():
-        # Only the newest secret gets the overlap; any older secret still
-        # alive from an earlier rotation ends now rather than lingering.
-        live = EndpointSecret.objects.select_for_update().filter(
-            merchant_id=endpoint.merchant_id,  # one shard on Citus
-            endpoint=endpoint,
-        )
-        live = [s for s in live if s.expires_at is None or s.expires_at > now]
-        live.sort(key=lambda s: (s.created_at, s.pk), reverse=True)
-        for index, old in enumerate(live):
-            old.expires_at = expires if index == 0 else min(old.expires_at or now, now)
-            old.save(update_fields=["expires_at"])
-        secret = EndpointSecret.objects.create(
-            endpoint=endpoint, secret=generate_secret(), created_at=now
-        )
-    return secret, expires

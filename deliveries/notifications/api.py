@@ -12,6 +12,7 @@ from ninja.errors import AuthorizationError
 
 from deliveries.notifications import services
 from deliveries.notifications.operational import OPERATIONAL_MERCHANT_SLUG
+from endpoints import secret_rotation
 from endpoints import services as endpoint_services
 from endpoints.apikeys import api_key
 from endpoints.models import Endpoint
@@ -21,9 +22,8 @@ from endpoints.schemas import (
     EndpointOut,
     EndpointPage,
     EndpointPatch,
-    RotateSecretIn,
-    SecretRotated,
 )
+from endpoints.signing_schemas import RotateSecretIn, SecretRotated
 from relayproject.lib.clock import utcnow
 from relayproject.lib.pagination import DEFAULT_LIMIT, MAX_LIMIT, paginate
 from relayproject.lib.problems import COMMON_ERRORS, Problem
@@ -132,7 +132,7 @@ def operational_endpoint_rotate_secret(
     """New secret now; the previous one keeps signing until previous_expires_at
     (now, when overlap_seconds is 0)."""
     endpoint = _get(request, endpoint_id)
-    secret, expires = endpoint_services.endpoint_rotate_secret(
+    secret, expires = secret_rotation.endpoint_rotate_secret(
         endpoint=endpoint,
         now=utcnow(),
         overlap_seconds=payload.overlap_seconds if payload else None,

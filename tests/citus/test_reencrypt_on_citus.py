@@ -18,7 +18,8 @@ from django.core.management import call_command
 from django.db import connection
 
 from endpoints.models import Endpoint, EndpointSecret
-from endpoints.services import endpoint_rotate_secret, endpoint_update
+from endpoints.secret_rotation import endpoint_rotate_secret
+from endpoints.services import endpoint_update
 from relayproject.lib.clock import utcnow
 from tests.endpoints.test_secret_storage import (
     test_deliveries_verify_before_and_after_rotating_the_encryption_key,

@@ -16,7 +16,7 @@ from deliveries.models import Delivery
 from deliveries.services import event_publish
 from endpoints import secret_storage
 from endpoints.models import EndpointSecret
-from endpoints.services import endpoint_rotate_secret
+from endpoints.secret_rotation import endpoint_rotate_secret
 from relayproject.lib.clock import utcnow
 from tests.deliveries.dispatch.test_dispatcher import make_dispatcher
 from tests.support import factories

@@ -8,8 +8,8 @@ from datetime import timedelta
 import pytest
 from django.core.exceptions import ValidationError
 
+from endpoints.secret_rotation import endpoint_rotate_secret
 from endpoints.selectors import live_secrets
-from endpoints.services import endpoint_rotate_secret
 from relayproject.lib.clock import utcnow
 from tests.support import factories
 

@@ -10,7 +10,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
 
-from endpoints import services
+from endpoints import secret_rotation
 from endpoints.selectors import secrets_of_endpoint
 from relayproject.lib.clock import utcnow
 from relayproject.portal.access import READ, WRITE, Access, portal_view
@@ -48,7 +48,7 @@ def secret_rotate(request: HttpRequest, access: Access) -> HttpResponse:
         default=settings.SECRET_ROTATION_OVERLAP_SECONDS,
     )
     if request.method == "POST" and form.is_valid():
-        _, previous_expires_at = services.endpoint_rotate_secret(
+        _, previous_expires_at = secret_rotation.endpoint_rotate_secret(
             endpoint=access.endpoint, now=now, overlap_seconds=form.overlap_asked()
         )
         if previous_expires_at <= now:

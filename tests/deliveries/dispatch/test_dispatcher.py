@@ -74,7 +74,7 @@ def test_a_500_is_retried_later_and_the_attempt_is_recorded(receiver):
 
 
 def test_during_a_rotation_overlap_both_secrets_verify_a_real_delivery(receiver):
-    from endpoints.services import endpoint_rotate_secret
+    from endpoints.secret_rotation import endpoint_rotate_secret
 
     endpoint = factories.endpoint(url=receiver.url)
     old_secret = EndpointSecret.objects.get(endpoint=endpoint).secret

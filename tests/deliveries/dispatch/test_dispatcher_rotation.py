@@ -13,7 +13,7 @@ from standardwebhooks.webhooks import Webhook
 from deliveries.dispatch.dispatcher import Dispatcher
 from deliveries.services import event_publish
 from endpoints.models import EndpointSecret
-from endpoints.services import endpoint_rotate_secret
+from endpoints.secret_rotation import endpoint_rotate_secret
 from tests.support import factories
 from tests.support.fakes import BlockingSender, FakeClock, Received
 

@@ -13,8 +13,8 @@ from deliveries.dispatch.attempt_insert import attempts_insert
 from deliveries.models import Attempt, Delivery
 from deliveries.services import EventInput, events_publish
 from endpoints.models import EndpointSecret
+from endpoints.secret_rotation import endpoint_rotate_secret
 from endpoints.selectors import live_secrets
-from endpoints.services import endpoint_rotate_secret
 from relayproject.lib.clock import utcnow
 from tests.support import factories
 

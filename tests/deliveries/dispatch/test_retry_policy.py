@@ -13,7 +13,7 @@ from deliveries.dispatch.dispatcher import Dispatcher
 from deliveries.dispatch.transport import SendResult
 from deliveries.models import Attempt, Delivery
 from deliveries.services import event_publish
-from endpoints.services import merchant_update
+from endpoints.merchant_services import merchant_update
 from tests.support import factories
 from tests.support.fakes import BlockingSender, FakeClock, Reply, ScriptedSender
 

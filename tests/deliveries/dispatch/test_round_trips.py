@@ -22,7 +22,7 @@ from deliveries.dispatch.sendloop import Finished
 from deliveries.dispatch.transport import SendResult
 from deliveries.models import Attempt, Delivery
 from deliveries.services import EventInput, events_publish
-from endpoints.services import endpoint_rotate_secret
+from endpoints.secret_rotation import endpoint_rotate_secret
 from relayproject.lib.clock import utcnow
 from tests.support import factories
 

@@ -8,8 +8,8 @@ from django.urls import reverse
 
 from deliveries.models import Delivery
 from deliveries.services import event_publish
+from endpoints.merchant_services import merchant_update
 from endpoints.models import Membership
-from endpoints.services import merchant_update
 from relayproject.lib.clock import utcnow
 from tests.support import factories
 from tests.support.portal import user_with_role

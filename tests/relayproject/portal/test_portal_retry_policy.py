@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
+from endpoints.merchant_services import merchant_update
 from endpoints.models import Endpoint, Membership
-from endpoints.services import merchant_update
 from tests.relayproject.portal.test_forms import field_block
 from tests.support.portal import user_with_role
 

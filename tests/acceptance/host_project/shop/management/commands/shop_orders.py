@@ -10,8 +10,9 @@ from django.utils import timezone
 from shop.models import User
 from shop.services import PaymentDeclined, order_place
 
+from endpoints.merchant_services import merchant_create
 from endpoints.models import Membership
-from endpoints.services import endpoint_create, merchant_create
+from endpoints.services import endpoint_create
 
 
 class Command(BaseCommand):

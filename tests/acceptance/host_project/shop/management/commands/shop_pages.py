@@ -12,8 +12,8 @@ from django.urls import reverse
 from shop.models import User
 
 from endpoints.apikeys import apikey_create
+from endpoints.merchant_services import merchant_create
 from endpoints.models import Membership
-from endpoints.services import merchant_create
 
 ADMIN_PAGES = [
     "/admin/",
