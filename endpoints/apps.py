@@ -4,7 +4,7 @@ from django.apps import AppConfig
 from django.contrib.auth.signals import user_logged_in
 from django.core import checks
 
-from endpoints.checks import encryption_keys_check
+from endpoints.checks import encryption_keys_check, signing_default_check
 from relayproject.lib.appsettings import defaults_apply
 from relayproject.lib.sessions import seen_on_login
 
@@ -19,3 +19,4 @@ class EndpointsConfig(AppConfig):
         # Admin and portal sign-ins alike: the idle clock starts at sign-in.
         user_logged_in.connect(seen_on_login, dispatch_uid="relay_session_seen")
         checks.register(encryption_keys_check, checks.Tags.security)
+        checks.register(signing_default_check)

@@ -1,11 +1,11 @@
-"""Writes for merchants: made, and their name or their endpoints' retry policy
-defaults changed (their endpoints: endpoints.services)."""
+"""Writes for merchants: made, and their name or their endpoints' defaults
+(retry policy, signing scheme) changed (their endpoints: endpoints.services)."""
 
 from __future__ import annotations
 
 from django.core.exceptions import ValidationError
 
-from endpoints import retry_policy
+from endpoints import retry_policy, signing_keys
 from endpoints.models import Merchant
 
 _UNSET = object()
@@ -40,9 +40,12 @@ def merchant_update(
     retry_schedule=_UNSET,
     max_attempts=_UNSET,
     timeout_seconds=_UNSET,
+    signing=_UNSET,
 ) -> Merchant:
-    """Change a merchant's name or its endpoints' retry policy defaults, only
-    the fields given; None clears a default (back to the relay's setting)."""
+    """Change a merchant's name or its endpoints' defaults (retry policy,
+    signing scheme), only the fields given; None clears a default (back to the
+    relay's setting). A signing default is taken by endpoints created after:
+    existing ones keep theirs."""
     changes = {
         field: value
         for field, value in (
@@ -50,6 +53,7 @@ def merchant_update(
             ("retry_schedule", retry_schedule),
             ("max_attempts", max_attempts),
             ("timeout_seconds", timeout_seconds),
+            ("signing", signing),
         )
         if value is not _UNSET
     }
@@ -57,6 +61,8 @@ def merchant_update(
     errors = retry_policy.merchant_defaults_errors(merchant, policy)
     if "name" in changes and not 1 <= len(changes["name"] or "") <= 200:
         errors["name"] = ["From 1 to 200 characters."]
+    if problems := signing_keys.scheme_errors(changes.get("signing")):
+        errors["signing"] = problems
     if errors:
         raise ValidationError(errors)
     for field, value in changes.items():

@@ -99,6 +99,18 @@ class Merchant(models.Model):
         help_text="Default per-attempt timeout for this merchant's endpoints. "
         "Empty: the HTTP_TIMEOUT_SECONDS setting.",
     )
+    # The scheme its new endpoints sign with when they name none
+    # (endpoints/signing_default.py); None means the DEFAULT_SIGNING_SCHEME
+    # setting. Read at an endpoint's creation only.
+    signing = models.CharField(
+        max_length=8,
+        null=True,
+        blank=True,
+        choices=[(s, signing_keys.SCHEME_LABELS[s]) for s in signing_keys.SCHEMES],
+        help_text="How this merchant's new endpoints sign when they name no "
+        "scheme. Empty: the DEFAULT_SIGNING_SCHEME setting. Changing it changes "
+        "no existing endpoint.",
+    )
     # None means the REQUIRE_ENDPOINT_VERIFICATION setting (endpoints/verification.py).
     require_endpoint_verification = models.BooleanField(
         null=True,
@@ -130,6 +142,10 @@ class Merchant(models.Model):
             models.CheckConstraint(
                 condition=Q(timeout_seconds__isnull=True) | Q(timeout_seconds__gt=0),
                 name="merchant_timeout_positive",
+            ),
+            models.CheckConstraint(
+                condition=Q(signing__isnull=True) | Q(signing__in=signing_keys.SCHEMES),
+                name="merchant_signing_known",
             ),
         ]
 

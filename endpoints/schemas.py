@@ -140,6 +140,12 @@ SIGNING_DESCRIPTION = (
     "by side, while receivers move from one to the other)."
 )
 
+MERCHANT_SIGNING_DESCRIPTION = (
+    "How its new endpoints sign when they name no `signing`: `v1`, `v1a` or "
+    "`both`; null: the relay's DEFAULT_SIGNING_SCHEME. Taken when an endpoint "
+    "is created: changing it changes no existing endpoint."
+)
+
 SLUG_PATTERN = r"^[-a-zA-Z0-9_]+$"
 
 
@@ -159,9 +165,10 @@ class MerchantPatch(Schema):
     retry_schedule: RetrySchedule | None = None
     max_attempts: MaxAttempts | None = None
     timeout_seconds: TimeoutSeconds | None = None
+    signing: Signing | None = Field(None, description=MERCHANT_SIGNING_DESCRIPTION)
 
     def changes(self) -> dict:
-        """The fields sent; null clears a retry default (a null name: unchanged)."""
+        """The fields sent; null clears a default (a null name: unchanged)."""
         return {
             field: value
             for field, value in self.dict(exclude_unset=True).items()
@@ -184,6 +191,7 @@ class MerchantOut(Schema):
         description="Its endpoints' default per-attempt timeout; null: "
         "HTTP_TIMEOUT_SECONDS."
     )
+    signing: str | None = Field(description=MERCHANT_SIGNING_DESCRIPTION)
     created_at: datetime
 
 
@@ -216,7 +224,11 @@ class EndpointIn(Schema):
         description="Events sharing an ordering_key are sent one at a time, in "
         "publish order.",
     )
-    signing: Signing = Field("v1", description=SIGNING_DESCRIPTION)
+    signing: Signing | None = Field(
+        None,
+        description=SIGNING_DESCRIPTION + " Left out: the merchant's default, else "
+        "the relay's DEFAULT_SIGNING_SCHEME (`v1` unless the operator set another).",
+    )
     auth: CredentialsObject | None = Field(
         None, description=AUTH_DESCRIPTION, examples=AUTH_EXAMPLES
     )

@@ -18,6 +18,7 @@ from endpoints import (
     client_credentials,
     quotas,
     retry_policy,
+    signing_default,
     signing_keys,
     verification,
 )
@@ -54,7 +55,7 @@ def endpoint_create(
     ordered: bool = False,
     retry_schedule: list[float] | None = None,
     timeout_seconds: float | None = None,
-    signing: str = signing_keys.V1,
+    signing: str | None = None,
     auth: dict | None = None,
     tls: dict | None = None,
     now: datetime,
@@ -63,7 +64,10 @@ def endpoint_create(
 
     A broker kind's url may carry user:password: they are stored apart,
     encrypted, and the url without them (endpoints/broker_fields.py). auth and
-    tls: endpoints/client_credentials.py."""
+    tls: endpoints/client_credentials.py. signing None: the merchant's default
+    scheme, else the relay's (endpoints/signing_default.py)."""
+    if signing is None:
+        signing = signing_default.scheme_for_new_endpoint(merchant)
     destination, errors = broker_fields.destination_clean(
         merchant=merchant, kind=kind, url=url, target=target or {}
     )

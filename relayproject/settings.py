@@ -358,6 +358,16 @@ API_KEY_CACHE_SECONDS = env.float("API_KEY_CACHE_SECONDS", default=1)
 SECRET_ROTATION_OVERLAP_SECONDS = env.int(
     "SECRET_ROTATION_OVERLAP_SECONDS", default=86400
 )
+# How a new endpoint signs when neither it nor its merchant names a scheme
+# (endpoints/signing_default.py): read at its creation only. Refused at start
+# when not a scheme (the system check endpoints.E003 says so in a project
+# that installs the apps).
+DEFAULT_SIGNING_SCHEME = env.str("DEFAULT_SIGNING_SCHEME", default="v1").strip()
+if DEFAULT_SIGNING_SCHEME not in ("v1", "v1a", "both"):
+    raise ImproperlyConfigured(
+        f"DEFAULT_SIGNING_SCHEME must be v1, v1a or both, not "
+        f"{DEFAULT_SIGNING_SCHEME!r}."
+    )
 RELAY_ALLOW_PRIVATE_DESTINATIONS = env.bool(
     "RELAY_ALLOW_PRIVATE_DESTINATIONS", default=False
 )

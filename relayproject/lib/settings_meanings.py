@@ -187,6 +187,12 @@ MEANINGS: dict[str, str] = {
         "how long the previous secret still signs after a rotation, unless the "
         "rotation names its own overlap (0 to 604800)"
     ),
+    "DEFAULT_SIGNING_SCHEME": (
+        "how a new endpoint signs when neither it nor its merchant names a "
+        "scheme: `v1` (HMAC), `v1a` (Ed25519) or `both`; read when the "
+        "endpoint is created, so changing it changes no existing endpoint; "
+        "another value is refused at start"
+    ),
     "RELAY_ALLOW_PRIVATE_DESTINATIONS": (
         "true lets endpoints point at loopback and private addresses "
         "(development and tests only; `make run` sets it)"

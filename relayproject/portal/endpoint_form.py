@@ -13,7 +13,7 @@ from django import forms
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
-from endpoints import brokers, signing_keys
+from endpoints import brokers, signing_default, signing_keys
 from endpoints.custom_headers import normalised
 from endpoints.filtering import MAX_DEPTH
 from relayproject.portal import endpoint_kinds, retry_fields
@@ -156,6 +156,15 @@ class EndpointForm(forms.Form):
             endpoint_kinds.form_fields(kinds=self.kinds, chosen=kind, merchant=merchant)
         )
         self.fields.update(retry_fields.form_fields(merchant))
+        if merchant is not None:
+            # A new endpoint shows the scheme it takes if left alone (an edit's
+            # initial is the endpoint's own, from initial_for).
+            scheme = signing_default.scheme_for_new_endpoint(merchant)
+            self.fields["signing"].initial = scheme
+            self.fields["signing"].help_text += (
+                f" New endpoints sign with {scheme} unless another is picked: "
+                f"{signing_default.default_source(merchant)}."
+            )
         if password_set:
             self.fields["broker_password"].help_text = (
                 "A password is set; leave empty to keep it. It is kept while the "

@@ -52,15 +52,19 @@ class MerchantCalls(BaseClient):
         retry_schedule: list[float] | None = UNSET,
         max_attempts: int | None = UNSET,
         timeout_seconds: float | None = UNSET,
+        signing: str | None = UNSET,
     ) -> Merchant:
         """Change only the fields given (platform keys only); None clears a
-        retry default, back to the relay's setting. Past the operator's
-        bounds: a 422 naming the bound."""
+        default, back to the relay's setting. Past the operator's bounds: a
+        422 naming the bound. signing ("v1", "v1a" or "both"): how endpoints
+        created from now on sign when they name no scheme; existing ones keep
+        theirs."""
         body = fields(
             name=name,
             retry_schedule=retry_schedule,
             max_attempts=max_attempts,
             timeout_seconds=timeout_seconds,
+            signing=signing,
         )
         data, answer = self._call("PATCH", f"/merchants/{segment(merchant)}", body=body)
         return self._build(Merchant, data, answer)

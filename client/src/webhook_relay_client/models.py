@@ -56,6 +56,8 @@ class Merchant(_Answer):
     retry_schedule: list[float] | None
     max_attempts: int | None
     timeout_seconds: float | None
+    # How its new endpoints sign when they name none; None: the relay's default.
+    signing: str | None
     created_at: str
 
 
