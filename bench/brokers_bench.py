@@ -33,7 +33,6 @@ import subprocess
 import sys
 import time
 import uuid
-from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -234,24 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if receiver is not None:
             receiver.stop()
-    info["load_after"] = relay_bench.machine()["load_before"]
-    print()
-    print(" ".join(f"{k}={v}" for k, v in info.items()))
-    print(relay_bench.table(results))
-    relay_bench.OUT.mkdir(exist_ok=True)
-    stamp = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
-    path = relay_bench.OUT / f"brokers-{stamp}.json"
-    path.write_text(
-        json.dumps(
-            {
-                "machine": info,
-                "args": vars(args),
-                "results": [asdict(r) for r in results],
-            },
-            indent=2,
-        )
-    )
-    print(f"\nwritten {path}")
+    relay_bench.results_report("brokers", info=info, args=args, results=results)
     return 0
 
 

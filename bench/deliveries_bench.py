@@ -739,12 +739,22 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         for r in receivers.values():
             r.stop()
+    results_report("results", info=info, args=args, results=results)
+    return 0
+
+
+def results_report(
+    prefix: str, *, info: dict, args: argparse.Namespace, results: list[Result]
+) -> Path:
+    """Print the machine line and the table, and keep them with the args in
+    OUT/<prefix>-<time>.json (every bench of the relay ends so)."""
     info["load_after"] = machine()["load_before"]
     print()
     print(" ".join(f"{k}={v}" for k, v in info.items()))
     print(table(results))
     OUT.mkdir(exist_ok=True)
-    path = OUT / f"results-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}.json"
+    stamp = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
+    path = OUT / f"{prefix}-{stamp}.json"
     path.write_text(
         json.dumps(
             {
@@ -756,7 +766,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     )
     print(f"\nwritten {path}")
-    return 0
+    return path
 
 
 if __name__ == "__main__":

@@ -24,12 +24,9 @@ Results go to stdout as a markdown table and to bench/out/auth-<time>.json.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
-import uuid
-from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -201,24 +198,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(relay_bench.table(results[-1:]).splitlines()[-1], flush=True)
         finally:
             receiver.stop()
-    info["load_after"] = relay_bench.machine()["load_before"]
-    print()
-    print(" ".join(f"{k}={v}" for k, v in info.items()))
-    print(relay_bench.table(results))
-    relay_bench.OUT.mkdir(exist_ok=True)
-    stamp = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
-    path = relay_bench.OUT / f"auth-{stamp}.json"
-    path.write_text(
-        json.dumps(
-            {
-                "machine": info,
-                "args": vars(args),
-                "results": [asdict(r) for r in results],
-            },
-            indent=2,
-        )
-    )
-    print(f"\nwritten {path}")
+    relay_bench.results_report("auth", info=info, args=args, results=results)
     return 0
 
 
