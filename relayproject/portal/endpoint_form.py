@@ -81,10 +81,11 @@ class EndpointForm(forms.Form):
     headers = forms.CharField(
         label="Custom headers",
         required=False,
-        widget=forms.Textarea(
-            attrs={"rows": 3, "placeholder": "Authorization: Bearer …"}
+        widget=forms.Textarea(attrs={"rows": 3, "placeholder": "X-Api-Key: …"}),
+        help_text=(
+            "One 'Name: value' per line, up to 20; sent with every delivery. "
+            "For Basic or OAuth2 use the endpoint's Authentication tab."
         ),
-        help_text="One 'Name: value' per line, up to 20; sent with every delivery.",
     )
     max_in_flight = forms.IntegerField(
         label="Sent at once, at most",
