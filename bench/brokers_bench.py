@@ -156,22 +156,16 @@ def run_kind(
     finally:
         if consumer is not None:
             consumer.stop()
-    result = relay_bench.summarise(
+    return relay_bench.drained_result(
         name,
         kind,
         expected=expected,
         received=received,
         started=started,
-        created=relay_bench.created_at_by_event(),
+        notes=notes,
+        watch=watch,
+        peak=peak,
     )
-    statuses = relay_bench.status_counts()
-    if statuses.get("succeeded") != expected:
-        notes.append(f"statuses {statuses}")
-    result.notes += notes
-    result.rss_mb, result.load = watch.result(), relay_bench.load_now()
-    result.cpu_s = watch.cpu_seconds()
-    result.peak_in_flight = peak
-    return result
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -743,6 +743,37 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def drained_result(
+    name: str,
+    kind: str,
+    *,
+    expected: int,
+    received: list,
+    started: float,
+    notes: list[str],
+    watch: RssWatch,
+    peak: int | None,
+) -> Result:
+    """One drained backlog measured: the receipts summarised, a note when
+    not every delivery succeeded, and the dispatcher's memory, CPU and load."""
+    result = summarise(
+        name,
+        kind,
+        expected=expected,
+        received=received,
+        started=started,
+        created=created_at_by_event(),
+    )
+    statuses = status_counts()
+    if statuses.get("succeeded") != expected:
+        notes.append(f"statuses {statuses}")
+    result.notes += notes
+    result.rss_mb, result.load = watch.result(), load_now()
+    result.cpu_s = watch.cpu_seconds()
+    result.peak_in_flight = peak
+    return result
+
+
 def results_report(
     prefix: str, *, info: dict, args: argparse.Namespace, results: list[Result]
 ) -> Path:

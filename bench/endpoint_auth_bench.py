@@ -114,22 +114,16 @@ def run_scenario(
     procs = relay_bench.start_dispatchers(scenario, db_url=db_url, drain=True)
     watch = relay_bench.RssWatch(procs)
     notes = relay_bench.stop_all(procs, deadline=time.monotonic() + timeout)
-    result = relay_bench.summarise(
+    return relay_bench.drained_result(
         name,
         port_kind,
         expected=expected,
         received=receiver.dump(),
         started=started,
-        created=relay_bench.created_at_by_event(),
+        notes=notes,
+        watch=watch,
+        peak=receiver.peak(),
     )
-    statuses = relay_bench.status_counts()
-    if statuses.get("succeeded") != expected:
-        notes.append(f"statuses {statuses}")
-    result.notes += notes
-    result.rss_mb, result.load = watch.result(), relay_bench.load_now()
-    result.cpu_s = watch.cpu_seconds()
-    result.peak_in_flight = receiver.peak()
-    return result
 
 
 def main(argv: list[str] | None = None) -> int:
