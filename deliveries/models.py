@@ -295,6 +295,13 @@ class ErrorKind:
     # non-2xx, an answer without access_token): the receiver was not asked.
     # Retried like a failed attempt; someone may fix the token server.
     AUTH_FAILED = "auth_failed"
+    # Pull endpoints (deliveries/pull/): the consumer said it could not take
+    # the message (POST .../messages/nack). Retried like a failed attempt.
+    NACKED = "nacked"
+    # A listen session's messages that will never be pulled: the session
+    # ended, or its backlog passed LISTEN_MAX_BACKLOG. Dead at once, no attempt.
+    LISTEN_ENDED = "listen_ended"
+    LISTEN_BACKLOG_FULL = "listen_backlog_full"
 
     ALL: frozenset[str]
 

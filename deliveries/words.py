@@ -50,6 +50,12 @@ KIND_WORDS = {
     ErrorKind.PROXY_ERROR: "The relay's egress proxy gave no connection",
     # The endpoint's own token server (OAuth2), before the receiver was asked.
     ErrorKind.AUTH_FAILED: "The endpoint's token server gave no access token",
+    # Pull endpoints: the consumer's own word, or what became of a session.
+    ErrorKind.NACKED: "The consumer gave it back (nack)",
+    ErrorKind.LISTEN_ENDED: "Never pulled: its listen session ended",
+    ErrorKind.LISTEN_BACKLOG_FULL: (
+        "Never pulled: its listen session held too many unfinished messages"
+    ),
 }
 _BROKER_KINDS = frozenset({ErrorKind.BROKER_REFUSED, ErrorKind.BROKER_AUTH})
 # Details that are the kind itself said again, in the words of the

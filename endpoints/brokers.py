@@ -42,14 +42,18 @@ RABBITMQ = "rabbitmq"
 NATS = "nats"
 REDIS = "redis"
 MQTT = "mqtt"
+# Nothing is sent: the receiver fetches its messages over the REST API
+# (deliveries/pull/). No URL, no target, never claimed by a dispatcher.
+PULL = "pull"
 BROKER_KINDS = (RABBITMQ, NATS, REDIS, MQTT)
-KINDS = (HTTP, *BROKER_KINDS)
+KINDS = (HTTP, *BROKER_KINDS, PULL)
 KIND_LABELS = {
     HTTP: "HTTPS URL",
     RABBITMQ: "RabbitMQ exchange",
     NATS: "NATS JetStream subject",
     REDIS: "Redis stream",
     MQTT: "MQTT topic",
+    PULL: "Pull (the receiver fetches its messages)",
 }
 
 # Each kind's URL schemes, with the port each defaults to and whether it is TLS.
@@ -67,6 +71,7 @@ TARGET_FIELDS: dict[str, tuple[str, ...]] = {
     NATS: ("subject",),
     REDIS: ("stream", "maxlen"),
     MQTT: ("topic",),
+    PULL: (),
 }
 NAME_LIMIT = 255  # bytes: AMQP's short strings; the other names are kept to it too
 MAXLEN_LIMIT = 10**9

@@ -296,6 +296,15 @@ class Endpoint(MerchantKeyed):
     credentials_version = models.CharField(
         max_length=32, blank=True, default="", db_default="", editable=False
     )
+    # Pull endpoints (kind "pull", deliveries/pull/): how long a message handed
+    # to a consumer stays leased to it; None: PULL_VISIBILITY_TIMEOUT_SECONDS.
+    visibility_timeout_seconds = models.PositiveIntegerField(null=True, blank=True)
+    # A `listen` session (deliveries/pull/sessions.py): a pull endpoint made
+    # for one run of the client's listen command. It ends (disabled, its
+    # unfinished messages dead) when the command stops or after
+    # LISTEN_IDLE_SECONDS without a pull, and is deleted LISTEN_KEEP_ENDED_SECONDS
+    # later; an ended session no longer counts against the endpoint quota.
+    listen_session = models.BooleanField(default=False, db_default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -430,6 +439,12 @@ class EndpointHealth(MerchantKeyed):
     success_rate = models.FloatField(null=True, blank=True)
     is_slow = models.BooleanField(default=False)
     stats_refreshed_at = models.DateTimeField(null=True, blank=True)
+    # Pull endpoints (deliveries/pull/): the last time a consumer asked for
+    # messages and, for a listen session, when it ends unless pulled again.
+    # Here, not on the endpoint: every pull writes them, and an endpoint's row
+    # is part of its merchant's cached audience (endpoints/audiences.py).
+    last_pulled_at = models.DateTimeField(null=True, blank=True)
+    session_expires_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         verbose_name_plural = "endpoint health"

@@ -54,6 +54,17 @@ def max_deliveries_per_request() -> int:
     return settings.MAX_DELIVERIES_PER_REQUEST
 
 
+def endpoints_counted(merchant_id: int) -> int:
+    """The merchant's endpoints the quota counts: disabled ones too, but not
+    an ended listen session (deliveries/pull/sessions.py), which only waits
+    to be deleted."""
+    return (
+        Endpoint.objects.filter(merchant_id=merchant_id)
+        .exclude(listen_session=True, is_active=False)
+        .count()
+    )
+
+
 def endpoint_room_take(merchant: Merchant) -> None:
     """Raise LimitExceeded unless the merchant may have one more endpoint.
 
@@ -72,7 +83,7 @@ def endpoint_room_take(merchant: Merchant) -> None:
     # The row as locked, not the caller's copy: staff may have just changed it.
     setting = settings.MAX_ENDPOINTS_PER_MERCHANT
     limit = setting if override is None else override
-    count = Endpoint.objects.filter(merchant_id=merchant.pk).count()
+    count = endpoints_counted(merchant.pk)
     if count < limit:
         return
     source = (
@@ -85,7 +96,7 @@ def endpoint_room_take(merchant: Merchant) -> None:
         setting="MAX_ENDPOINTS_PER_MERCHANT",
         limit=limit,
         detail=f"Merchant {merchant.slug} has {count} endpoints (disabled ones "
-        f"count) and may have at most {limit}: {source}. Delete one, or ask the "
+        f"and listen sessions count) and may have at most {limit}: {source}. Delete one, or ask the "
         "platform's staff to raise the limit. Nothing was created.",
     )
 
@@ -97,9 +108,7 @@ def quotas_in_force(merchant: Merchant) -> list[tuple[str, str]]:
         return "set for this merchant" if override is not None else setting
 
     limit = max_endpoints(merchant)
-    count = (
-        Endpoint.objects.filter(merchant_id=merchant.pk).count() if merchant.pk else 0
-    )
+    count = endpoints_counted(merchant.pk) if merchant.pk else 0
     rate = publish_rate(merchant)
     if rate is None:
         rate_words = "not limited (PUBLISH_RATE_PER_MERCHANT is 0)"

@@ -378,6 +378,14 @@ RELAY_EGRESS_PROXY = env.str("RELAY_EGRESS_PROXY", default="")
 # An endpoint's client certificate this close to its expiry raises an
 # operational event and shows as expiring on the endpoint.
 CLIENT_CERT_EXPIRY_WARNING_DAYS = env.int("CLIENT_CERT_EXPIRY_WARNING_DAYS", default=14)
+# Pull endpoints and listen sessions (deliveries/pull/): how long a pulled
+# message stays leased to its consumer unless the endpoint names its own; how
+# long a listen session lives without a pull; how many unfinished messages a
+# session holds before the oldest go dead; how long an ended session is kept.
+PULL_VISIBILITY_TIMEOUT_SECONDS = env.int("PULL_VISIBILITY_TIMEOUT_SECONDS", default=30)
+LISTEN_IDLE_SECONDS = env.int("LISTEN_IDLE_SECONDS", default=60)
+LISTEN_MAX_BACKLOG = env.int("LISTEN_MAX_BACKLOG", default=1000)
+LISTEN_KEEP_ENDED_SECONDS = env.int("LISTEN_KEEP_ENDED_SECONDS", default=86400)
 # Broker destinations (endpoints/brokers.py): the broker hosts merchants'
 # broker endpoints may publish to (host or host:port patterns, "*.example.com";
 # staff may set a merchant's own list). Empty: no broker endpoint may be used.

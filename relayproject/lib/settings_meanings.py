@@ -209,6 +209,23 @@ MEANINGS: dict[str, str] = {
         "relay.endpoint.certificate_expiring operational event is raised and "
         "the endpoint shows it as expiring"
     ),
+    "PULL_VISIBILITY_TIMEOUT_SECONDS": (
+        "how long a message a pull endpoint's consumer fetched stays leased to "
+        "it before it is due again, as a spent attempt (`lease_expired`), "
+        "unless the endpoint sets its own `visibility_timeout_seconds`"
+    ),
+    "LISTEN_IDLE_SECONDS": (
+        "how long a listen session lives without a pull: a killed `listen` "
+        "command's session ends by itself this long after its last pull"
+    ),
+    "LISTEN_MAX_BACKLOG": (
+        "unfinished messages a listen session may hold; past it the oldest go "
+        "dead (`listen_backlog_full`)"
+    ),
+    "LISTEN_KEEP_ENDED_SECONDS": (
+        "how long an ended listen session (disabled, its unfinished messages "
+        "dead) is kept for a look before it is deleted with its deliveries"
+    ),
     "RELAY_BROKER_HOSTS": (
         "comma-separated broker hosts that broker endpoints (RabbitMQ, NATS, "
         "Redis, MQTT) may publish to, as host, host:port or *.domain "
