@@ -1,0 +1,127 @@
+"""Listen sessions: a pull endpoint made for one run of the client library's
+`listen` command (or started in the portal), that ends by itself.
+
+A session is an Endpoint with kind "pull" and listen_session set. It lives
+while it is pulled: each pull moves its health row's session_expires_at to
+LISTEN_IDLE_SECONDS ahead (pull_touch). It ends when its consumer says so
+(Ctrl-C: DELETE .../listen-sessions/{id}), from the portal, or when that
+time passes without a pull (a killed command; the dispatchers end it,
+deliveries/pull/expiry.py). Ending disables it, so no event fans out to it
+again, and its unfinished messages go dead at once (`listen_ended`): they
+never pile up. An ended session no longer counts against the endpoint
+quota and is deleted LISTEN_KEEP_ENDED_SECONDS later.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+
+from deliveries.models import Delivery, ErrorKind
+from endpoints import brokers
+from endpoints.models import Endpoint, EndpointHealth, Merchant
+from endpoints.services import endpoint_create
+
+logger = logging.getLogger(__name__)
+
+ENDED_BY = "listen"  # Endpoint.disabled_by of an ended session
+ENDED_REASONS = {
+    "stopped": "listen session ended: its command stopped",
+    "idle": "listen session ended: nothing pulled for LISTEN_IDLE_SECONDS",
+    "portal": "listen session ended in the portal",
+    "api": "listen session ended over the API",
+}
+
+
+def session_start(
+    *,
+    merchant: Merchant,
+    event_types: Sequence[str] = (),
+    filter: dict | None = None,
+    description: str = "",
+    now: datetime,
+) -> Endpoint:
+    """A new session: a pull endpoint counted against the merchant's quota
+    (endpoint_create's checks and 422s apply), alive for LISTEN_IDLE_SECONDS
+    unless pulled."""
+    with transaction.atomic():
+        endpoint = endpoint_create(
+            merchant=merchant,
+            url="",
+            kind=brokers.PULL,
+            event_types=event_types,
+            filter=filter,
+            description=description or "listen session",
+            now=now,
+        )
+        Endpoint.objects.filter(pk=endpoint.pk).update(listen_session=True)
+        endpoint.listen_session = True
+        EndpointHealth.objects.filter(endpoint_id=endpoint.pk).update(
+            session_expires_at=now + timedelta(seconds=settings.LISTEN_IDLE_SECONDS),
+            last_pulled_at=None,
+        )
+    return endpoint
+
+
+def pull_touch(*, endpoint: Endpoint, now: datetime) -> None:
+    """A consumer pulled: note when, and keep a live session alive."""
+    fields: dict = {"last_pulled_at": now}
+    if endpoint.listen_session:
+        fields["session_expires_at"] = now + timedelta(
+            seconds=settings.LISTEN_IDLE_SECONDS
+        )
+    EndpointHealth.objects.filter(
+        merchant_id=endpoint.merchant_id, endpoint_id=endpoint.pk
+    ).update(**fields)
+
+
+def session_is_live(endpoint: Endpoint) -> bool:
+    return endpoint.listen_session and endpoint.is_active
+
+
+def session_end(*, endpoint: Endpoint, why: str, now: datetime) -> int:
+    """End a session: disabled (no operational event: nothing is wrong), its
+    unfinished messages dead, `listen_ended`. Returns how many went dead; 0
+    when it had ended already (ending twice changes nothing)."""
+    with transaction.atomic():
+        ended = Endpoint.objects.filter(
+            merchant_id=endpoint.merchant_id,
+            pk=endpoint.pk,
+            listen_session=True,
+            is_active=True,
+        ).update(
+            is_active=False,
+            disabled_reason=ENDED_REASONS[why],
+            disabled_at=now,
+            disabled_by=ENDED_BY,
+            updated_at=now,
+        )
+        if not ended:
+            return 0
+        EndpointHealth.objects.filter(
+            merchant_id=endpoint.merchant_id, endpoint_id=endpoint.pk
+        ).update(session_expires_at=now)
+        # Waiting rows of an ordered session go too: nothing will pull them.
+        dead = Delivery.objects.filter(
+            merchant_id=endpoint.merchant_id,
+            endpoint_id=endpoint.pk,
+            status__in=(*Delivery.Status.UNFINISHED, Delivery.Status.WAITING),
+        ).update(
+            status=Delivery.Status.DEAD,
+            dead_at=now,
+            claimed_by="",
+            claimed_until=None,
+            last_error=ErrorKind.LISTEN_ENDED,
+        )
+    logger.info(
+        "listen session ended endpoint=%s why=%s dead=%d",
+        endpoint.pk,
+        why,
+        dead,
+        extra={"endpoint_id": endpoint.pk},
+    )
+    return dead
