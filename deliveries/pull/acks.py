@@ -16,13 +16,16 @@ past its time) is rejected and changes nothing.
 
 from __future__ import annotations
 
+import os
 import random
+import socket
 from collections import Counter as Tally
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Case, F, Value, When
 
 from deliveries import retry
 from deliveries.lanes import lanes_advance
@@ -33,7 +36,14 @@ from endpoints.models import Endpoint
 from endpoints.retry_policy import policy_in_force
 
 MAX_IDS = 100  # ids in one ack or nack, as many as one pull hands out
-COUNTER_SHARD = "pull"  # the counters' shard of pull outcomes (deliveries.ops.counters)
+
+
+def counter_shard() -> str:
+    """The counters' shard of this web process's pull outcomes: one row per
+    process and series, as each dispatcher has its own (deliveries.ops.counters),
+    so consumers acking at once through several processes never wait on one
+    row. Read at each call: gunicorn forks its workers after loading the app."""
+    return f"pull:{socket.gethostname()}-{os.getpid()}"
 
 
 @dataclass
@@ -99,13 +109,12 @@ def _record(
         if not rows:
             return answer
         tally: Tally = Tally()
-        attempts, finished = [], []
+        attempts, finished, changes = [], [], {}
         for row in rows.values():
-            verdict, fields = _outcome(row, nack=nack, policy=policy, now=now)
+            verdict, changes[row["id"]] = _outcome(
+                row, nack=nack, policy=policy, now=now
+            )
             attempts.append(_attempt(row, endpoint=endpoint, verdict=verdict, now=now))
-            Delivery.objects.filter(
-                merchant_id=endpoint.merchant_id, pk=row["id"]
-            ).update(**fields)
             tally[(counters.ATTEMPTS, str(verdict))] += 1
             if verdict != retry.Verdict.RETRY:
                 tally[(counters.DELIVERIES, str(verdict))] += 1
@@ -113,15 +122,17 @@ def _record(
                     finished.append(
                         (endpoint.merchant_id, endpoint.pk, row["ordering_key"])
                     )
+        Delivery.objects.filter(
+            merchant_id=endpoint.merchant_id, pk__in=list(changes)
+        ).update(attempt_count=F("attempt_count") + 1, **_per_row(changes))
         Attempt.objects.bulk_create(attempts)
         lanes_advance(lanes=finished, now=now)
-        counters.counters_add(shard=COUNTER_SHARD, tally=tally)
+        counters.counters_add(shard=counter_shard(), tally=tally)
     return answer
 
 
 def _outcome(row: dict, *, nack, policy, now: datetime) -> tuple[retry.Verdict, dict]:
     fields = {
-        "attempt_count": row["attempt_count"] + 1,
         "last_attempt_at": now,
         "last_status_code": None,
         "last_response_ms": _lasted_ms(row, now=now),
@@ -154,6 +165,32 @@ def _outcome(row: dict, *, nack, policy, now: datetime) -> tuple[retry.Verdict, 
         status=Delivery.Status.PENDING, next_attempt_at=now + timedelta(seconds=delay)
     )
     return retry.Verdict.RETRY, fields
+
+
+def _per_row(changes: dict[str, dict]) -> dict:
+    """One UPDATE's SET for rows that each take their own values: a column
+    every row gives the same value is that value, any other a CASE by id
+    (an ack of 100 messages is one statement, not 100)."""
+    names = dict.fromkeys(name for fields in changes.values() for name in fields)
+    columns = {}
+    for name in names:
+        values = [fields.get(name, _KEEP) for fields in changes.values()]
+        if _KEEP not in values and all(v == values[0] for v in values):
+            columns[name] = values[0]
+            continue
+        columns[name] = Case(
+            *(
+                When(pk=pk, then=Value(fields[name]))
+                for pk, fields in changes.items()
+                if name in fields
+            ),
+            default=F(name),
+            output_field=Delivery._meta.get_field(name),
+        )
+    return columns
+
+
+_KEEP = object()
 
 
 def _lasted_ms(row: dict, *, now: datetime) -> float:

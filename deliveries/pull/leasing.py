@@ -54,7 +54,7 @@ def messages_lease(*, endpoint: Endpoint, limit: int, now: datetime) -> list[Mes
                 status__in=Delivery.Status.UNFINISHED,
                 next_attempt_at__lte=now,
             )
-            .order_by("next_attempt_at", "id")
+            .order_by("next_attempt_at")
             .values(
                 "id",
                 "status",
