@@ -67,6 +67,20 @@ _EXCEPTION = re.compile(r"^[A-Z][A-Za-z]+(Error|Exception)\b")
 _HTTP_ERROR = re.compile(r"http (\d{3})", re.IGNORECASE)
 _LABEL_ONLY = frozenset({ErrorKind.LEASE_EXPIRED, ErrorKind.NO_SIGNING_SECRET})
 
+# Pull endpoints (deliveries/pull/): nothing is sent, a consumer leases each
+# message. Their words where a send's would not be true. A lease a consumer
+# let run out is recorded with PULL_LEASE_LOST as its message (leasing.py's
+# LOST_MESSAGE; tests hold the two equal), which is how error_words knows it
+# from a dispatcher's.
+PULL_LEASE_LOST = "the consumer did not ack or nack it within its visibility timeout"
+PULL_KIND_WORDS = {
+    ErrorKind.LEASE_EXPIRED: (
+        "Not acked in time: its consumer did not ack or nack it within the "
+        "visibility timeout"
+    ),
+}
+PULLED_WHEN_ASKED = "handed to its consumer at its next pull"
+
 
 def error_words(*, error_kind: str, error_message: str, status_code: int | None) -> str:
     """One attempt's failure in plain words ("" for a success).
@@ -79,6 +93,8 @@ def error_words(*, error_kind: str, error_message: str, status_code: int | None)
     if not error_kind:
         return ""
     message = (error_message or "").strip()
+    if error_kind == ErrorKind.LEASE_EXPIRED and message == PULL_LEASE_LOST:
+        return PULL_KIND_WORDS[error_kind]
     if error_kind == ErrorKind.CONNECTION:
         lowered = message.lower()
         if any(marker in lowered for marker in _REFUSED_MARKERS):
@@ -114,6 +130,29 @@ def last_error_words(*, last_error: str, status_code: int | None) -> str:
 # merchant are under their caps on sends at once (deliveries/dispatch), which
 # a merchant with a backlog may not be at the next claim.
 SENT_WHEN_ROOM = "sent as soon as its endpoint and merchant have a send slot free"
+
+
+def pull_error_words(*, error_kind: str, status_code: int | None = None) -> str:
+    """An attempt's failure on a pull endpoint when only its kind is known
+    (a count by kind, a delivery's last_error)."""
+    if error_kind in PULL_KIND_WORDS:
+        return PULL_KIND_WORDS[error_kind]
+    return error_words(error_kind=error_kind, error_message="", status_code=status_code)
+
+
+def pull_last_error_words(*, last_error: str) -> str:
+    """A pull endpoint's delivery's last_error in words (nothing answered
+    with a status: a consumer acks or nacks)."""
+    kind = (last_error or "").partition(": ")[0]
+    if kind in PULL_KIND_WORDS:
+        return PULL_KIND_WORDS[kind]
+    return last_error_words(last_error=last_error, status_code=None)
+
+
+def _when_due(held) -> str:
+    """What becomes of a due row: sent when there is room, or, on a pull
+    endpoint (deliveries.ops.held marks it), handed out at the next pull."""
+    return PULLED_WHEN_ASKED if getattr(held, "pulled", False) else SENT_WHEN_ROOM
 
 
 def attempt_progress(*, attempts_used: int, max_attempts: int) -> str:
@@ -164,6 +203,24 @@ def stop_reason(*, status: str, attempts: Sequence, attempts_used: int) -> str:
     )
 
 
+def pull_stop_reason(
+    *, status: str, attempts: Sequence, attempts_used: int, last_error: str
+) -> str:
+    """stop_reason for a pull endpoint's delivery, which may also have gone
+    dead unpulled when its listen session ended or overflowed."""
+    if status == "dead" and last_error == ErrorKind.LISTEN_ENDED:
+        return (
+            "Not retried: its listen session ended before its consumer acked "
+            "it, and nothing pulls an ended session."
+        )
+    if status == "dead" and last_error == ErrorKind.LISTEN_BACKLOG_FULL:
+        return (
+            "Not retried: its listen session held more unfinished messages "
+            "than a session may, and this was among the oldest."
+        )
+    return stop_reason(status=status, attempts=attempts, attempts_used=attempts_used)
+
+
 def _deliveries(n: int, singular: str, plural: str) -> str:
     return f"{n} held {'delivery ' + singular if n == 1 else 'deliveries ' + plural}"
 
@@ -193,8 +250,9 @@ def reenable_message(*, due: int, in_flight: int, rate_limit: float | None) -> s
 def replay_message(*, delivery_id: str, held) -> str:
     """What a replay did, from the replayed row's held reason (deliveries.ops.held)."""
     if held is None or held.reason in ("due", "scheduled"):
-        return f"Replayed {delivery_id}: it is due now, {SENT_WHEN_ROOM}."
-    return f"Replayed {delivery_id}: it is pending, but not sent yet. {held.text}."
+        return f"Replayed {delivery_id}: it is due now, {_when_due(held)}."
+    yet = "handed out" if getattr(held, "pulled", False) else "sent"
+    return f"Replayed {delivery_id}: it is pending, but not {yet} yet. {held.text}."
 
 
 def retry_now_refusal(held) -> str:
@@ -203,6 +261,8 @@ def retry_now_refusal(held) -> str:
         return "Only a pending delivery can be retried now; replay a finished one."
     reason = str(held.reason)
     if reason == "in_flight":
+        if getattr(held, "pulled", False):
+            return "It is leased to its consumer now."
         return "It is being sent now."
     if reason == "merchant_disabled":
         return (
@@ -234,7 +294,7 @@ def retry_now_message(held) -> str:
     """What "Retry now" did, from the row's held reason after it."""
     if held is not None and str(held.reason) == "rate_limit":
         return f"It is due now, but the rate limit holds it: {held.text}."
-    return f"It is due now, without waiting for its retry time: {SENT_WHEN_ROOM}."
+    return f"It is due now, without waiting for its retry time: {_when_due(held)}."
 
 
 def enable_message(*, due: int, later: int) -> str:
@@ -242,6 +302,22 @@ def enable_message(*, due: int, later: int) -> str:
     said = "Endpoint enabled: sending starts again."
     if due:
         said += f" {due} pending deliver{'y is' if due == 1 else 'ies are'} due now."
+    if later:
+        said += (
+            f" {later} wait{'s' if later == 1 else ''} for "
+            f"{'its' if later == 1 else 'their'} retry time."
+        )
+    return said
+
+
+def pull_enable_message(*, due: int, later: int) -> str:
+    """What "Enable" did to a pull endpoint (its messages keep their times)."""
+    said = "Endpoint enabled: its consumer gets its messages again."
+    if due:
+        said += (
+            f" {due} pending message{' is' if due == 1 else 's are'} due now, "
+            f"{PULLED_WHEN_ASKED}."
+        )
     if later:
         said += (
             f" {later} wait{'s' if later == 1 else ''} for "

@@ -7,6 +7,9 @@ is the one the dispatcher applies at send: the kind must be offered
 (RELAY_BROKER_KINDS) and the broker host must pass check_broker_host with
 the merchant's host patterns (endpoints/brokers.py).
 
+A pull endpoint (kind "pull") has no destination: url "" and target {}, and
+its kind is fixed at creation.
+
 Errors are keyed as the faces show them: "kind", "url", "target" and
 "target.<field>". A URL's error never repeats the URL: it may hold a password.
 """
@@ -37,6 +40,16 @@ NO_STATUSES = (
     "Only an HTTP endpoint has response statuses to stop on; a broker "
     "endpoint takes []."
 )
+NO_PULL_URL = (
+    "A pull endpoint has no URL: the relay sends it nothing, its consumer "
+    "fetches its messages. Leave url out."
+)
+NO_PULL_TARGET = "A pull endpoint takes no target; send {} or leave it out."
+KIND_FIXED = (
+    "An endpoint cannot change to or from kind pull (its messages wait to be "
+    "fetched, not sent): create a new endpoint instead."
+)
+URL_REQUIRED = "Required."
 
 
 @dataclass(frozen=True)
@@ -50,7 +63,7 @@ class Destination:
 
     @property
     def is_broker(self) -> bool:
-        return self.kind != brokers.HTTP
+        return self.kind in brokers.BROKER_KINDS
 
     def columns(self) -> dict[str, object]:
         return {
@@ -77,8 +90,8 @@ def kinds_offered() -> tuple[str, ...]:
 def kind_errors(kind: object) -> list[str]:
     if kind not in brokers.KINDS:
         return [f"Choose one of: {', '.join(brokers.KINDS)}."]
-    if kind == brokers.HTTP:
-        return []
+    if kind in (brokers.HTTP, brokers.PULL):
+        return []  # offered everywhere: neither calls anything the operator lists
     offered = kinds_offered()
     if not offered:
         return ["Broker destinations are turned off on this relay."]
@@ -102,11 +115,16 @@ def http_url_errors(url: str) -> list[str]:
 
 
 def destination_clean(
-    *, merchant: Merchant, kind: object, url: str, target: object
+    *, merchant: Merchant, kind: object, url: str | None, target: object
 ) -> tuple[Destination | None, Errors]:
-    """A new destination checked against the policy: (what to store, errors)."""
+    """A new destination checked against the policy: (what to store, errors).
+    A pull endpoint has none: no url, no target."""
     if problems := kind_errors(kind):
         return None, {"kind": problems}
+    if kind == brokers.PULL:
+        return _pull_destination(url, target)
+    if url is None or url == "":
+        return None, {"url": [URL_REQUIRED]}
     if not isinstance(url, str) or len(url) > URL_LIMIT:
         return None, {"url": [f"At most {URL_LIMIT} characters."]}
     if kind == brokers.HTTP:
@@ -149,6 +167,11 @@ def destination_change(
         return None, {}
     new_kind = endpoint.kind if kind is None else kind
     same_kind = new_kind == endpoint.kind
+    if not same_kind and brokers.PULL in (new_kind, endpoint.kind):
+        # Its deliveries would change from held to sent (or back) mid-lease.
+        return None, {"kind": [KIND_FIXED]}
+    if new_kind == brokers.PULL:
+        return _pull_destination(url, {} if target is None else target)
     if target is None:
         target = endpoint.target if same_kind else {}
     if url is None and same_kind:
@@ -210,6 +233,17 @@ def _same_server(kind: str, old_url: str, new_url: str) -> bool:
     except destinations.DestinationRefused:
         return False
     return (old.scheme, old.host, old.port) == (new.scheme, new.host, new.port)
+
+
+def _pull_destination(url: object, target: object) -> tuple[Destination | None, Errors]:
+    """A pull endpoint's destination: none. A URL or target given is refused,
+    not dropped, so a client that meant another kind hears of it."""
+    errors: Errors = {}
+    if url:
+        errors["url"] = [NO_PULL_URL]
+    if target:
+        errors["target"] = [NO_PULL_TARGET]
+    return (None if errors else Destination(brokers.PULL, "", {})), errors
 
 
 def _http_target_errors(target: object) -> Errors:

@@ -1,6 +1,6 @@
 """Checks of an endpoint's own fields: those endpoint_create and endpoint_update
-run before writing anything, and the HTTP url check the API's schemas run with
-theirs (its destination: endpoints/broker_fields.py; its auth and tls:
+run before writing anything (a pull endpoint's among them), and the HTTP url
+check the API's schemas run with theirs (its destination: endpoints/broker_fields.py; its auth and tls:
 endpoints/client_credentials.py; its retry policy: endpoints/retry_policy.py)."""
 
 from __future__ import annotations
@@ -9,12 +9,23 @@ from collections.abc import Sequence
 
 from django.core.exceptions import ValidationError
 
-from endpoints import broker_fields, signing_keys
+from endpoints import broker_fields, brokers, signing_keys
 from endpoints.custom_headers import header_errors
 from endpoints.filtering import filter_errors
 from endpoints.matching import is_valid_subscription
 
 MAX_IN_FLIGHT_LIMIT = 1000  # sends at once to one endpoint, across all dispatchers
+VISIBILITY_TIMEOUT_LIMIT = 43200  # seconds a pull lease may last: twelve hours
+# What shapes a send: a pull endpoint is sent nothing, so each would mean nothing.
+SENDING_FIELDS = (
+    "headers",
+    "auth",
+    "tls",
+    "permanent_statuses",
+    "rate_limit_per_second",
+    "max_in_flight",
+    "timeout_seconds",
+)
 
 
 def endpoint_url_check(url: str) -> None:
@@ -81,3 +92,35 @@ def permanent_status_errors(statuses: object) -> list[str]:
         if not 300 <= status <= 599:
             return [f"{status}: only 300-599 can be a failure to stop on."]
     return []
+
+
+def pull_field_errors(
+    *, kind: str, given: dict[str, object], visibility_timeout_seconds: object
+) -> dict[str, list[str]]:
+    """What a pull endpoint cannot take, and where a visibility timeout cannot
+    go. kind is the endpoint's after the change; given holds SENDING_FIELDS
+    as sent (None, [] and {} say nothing and pass); visibility_timeout_seconds
+    None: not given, or cleared."""
+    errors: dict[str, list[str]] = {}
+    if kind == brokers.PULL:
+        for name in SENDING_FIELDS:
+            if given.get(name) not in (None, [], {}, ()):
+                errors[name] = [
+                    f"A pull endpoint takes no {name}: the relay sends it "
+                    "nothing, its consumer fetches its messages."
+                ]
+    elif visibility_timeout_seconds is not None:
+        errors["visibility_timeout_seconds"] = [
+            "Only a pull endpoint has a visibility timeout."
+        ]
+        return errors
+    value = visibility_timeout_seconds
+    if value is not None and (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or not 1 <= value <= VISIBILITY_TIMEOUT_LIMIT
+    ):
+        errors["visibility_timeout_seconds"] = [
+            f"Whole seconds from 1 to {VISIBILITY_TIMEOUT_LIMIT}."
+        ]
+    return errors

@@ -3,7 +3,8 @@ the breaker, and the rate bucket the dispatchers share.
 
 - the breaker: an outcome's effect (`health_rows_locked`, `outcome_apply`,
   `health_rows_save`, `successes_mark`);
-- the rate bucket shared by the dispatchers (`endpoint_rate_take`).
+- the rate bucket shared by the dispatchers (`endpoint_rate_take`);
+- a pull endpoint's last pull and a listen session's end (`pull_health_set`).
 
 The row's other writes have a module each: the probe and the hands on the
 breaker (staff's, the merchant's) in `endpoints.probes`, the rolling
@@ -42,6 +43,7 @@ from relayproject.lib.tracing import span_event
 
 State = EndpointHealth.State
 SUCCESS_MARK_SECONDS = 1.0  # last_success_at of a healthy endpoint, at most this often
+_UNCHANGED = object()
 
 
 def health_create(*, endpoint: Endpoint) -> EndpointHealth:
@@ -51,6 +53,28 @@ def health_create(*, endpoint: Endpoint) -> EndpointHealth:
         failure_threshold=settings.BREAKER_FAILURE_THRESHOLD,
         cooldown_seconds=settings.BREAKER_COOLDOWN_SECONDS,
     )
+
+
+def pull_health_set(
+    *,
+    endpoint: Endpoint,
+    last_pulled_at: datetime | None | object = _UNCHANGED,
+    session_expires_at: datetime | None | object = _UNCHANGED,
+) -> None:
+    """A pull endpoint's row (deliveries/pull/sessions.py): when a consumer
+    last pulled, and until when a listen session lives. Only those given."""
+    fields = {
+        name: value
+        for name, value in (
+            ("last_pulled_at", last_pulled_at),
+            ("session_expires_at", session_expires_at),
+        )
+        if value is not _UNCHANGED
+    }
+    if fields:
+        EndpointHealth.objects.filter(
+            merchant_id=endpoint.merchant_id, endpoint_id=endpoint.pk
+        ).update(**fields)
 
 
 # --- An outcome's effect on the breaker -------------------------------------

@@ -1,6 +1,7 @@
 """Request and response shapes of the merchants and endpoints API: merchants,
 endpoints and their verification, portal sessions (signing keys and secret
-rotation: endpoints.signing_schemas; event types: endpoints.catalogue_schemas)."""
+rotation: endpoints.signing_schemas; event types: endpoints.catalogue_schemas;
+kind, url and target: endpoints.destination_schemas)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from ninja import Field, Schema
-from pydantic import AfterValidator, StringConstraints, ValidationInfo
+from pydantic import StringConstraints
 
 from endpoints import brokers, client_credentials, signing_keys, verification
 from endpoints.credentials_schemas import (
@@ -19,6 +20,15 @@ from endpoints.credentials_schemas import (
     CredentialsObject,
     TlsOut,
 )
+from endpoints.destination_schemas import (
+    KIND_DESCRIPTION,
+    TARGET_DESCRIPTION,
+    TARGET_EXAMPLES,
+    URL_DESCRIPTION,
+    Destination,
+    Kind,
+)
+from endpoints.endpoint_fields import VISIBILITY_TIMEOUT_LIMIT
 from endpoints.matching import SUBSCRIPTION_RE
 from endpoints.models import Endpoint, EndpointHealth, Membership
 from relayproject.lib.clock import utcnow
@@ -28,60 +38,6 @@ Subscription = Annotated[
 ]
 
 
-def _allowed_destination(url: str, info: ValidationInfo) -> str:
-    """An HTTP endpoint's destination policy, run with the other field checks so
-    one 422 names all. A broker URL is checked by the service, against the
-    merchant's broker hosts; so is a changed URL whose kind is not given, unless
-    its scheme says HTTP."""
-    from django.core.exceptions import ValidationError
-
-    from endpoints.endpoint_fields import endpoint_url_check
-
-    kind = info.data.get("kind")
-    if kind is None and "kind" in info.data:  # a change that keeps the kind
-        kind = brokers.HTTP if url.lower().startswith(("http:", "https:")) else ""
-    if kind != brokers.HTTP:
-        return url
-    try:
-        endpoint_url_check(url)
-    except ValidationError as exc:
-        raise ValueError(exc.message_dict["url"][0]) from None
-    return url
-
-
-Kind = Literal["http", "rabbitmq", "nats", "redis", "mqtt"]
-KIND_DESCRIPTION = (
-    "What the endpoint is: `http` posts each event to `url`; `rabbitmq`, "
-    "`nats`, `redis` and `mqtt` publish it to the broker `url` names, at "
-    "`target`. Broker kinds are offered only where the operator lists the "
-    "broker hosts merchants may use (RELAY_BROKER_HOSTS, RELAY_BROKER_KINDS)."
-)
-URL_DESCRIPTION = (
-    "For `http`, the URL each event is posted to. For a broker kind, the "
-    "broker's URL: `amqp://` or `amqps://` (vhost in the path), `nats://` or "
-    "`tls://`, `redis://` or `rediss://` (database number in the path), "
-    "`mqtt://` or `mqtts://`. A broker URL may carry `user:password@`: they are "
-    "kept encrypted, and answers show the password as `***` (a user or a "
-    "password alone, such as a NATS token or a Redis password, as `***` "
-    "whole). A change that gives `***` in the password's place keeps the "
-    "stored password, with the user given, while the scheme, host and port "
-    "stay the same; `***` for another broker, or on a new endpoint, is "
-    "refused. A URL given without `user:password@` keeps the stored ones on "
-    "the same broker and drops them on another."
-)
-TARGET_DESCRIPTION = (
-    'Where on the broker: `rabbitmq` `{"exchange", "routing_key"}` '
-    "(published mandatory: an unroutable message is a failure; the default "
-    'exchange is ""); `nats` `{"subject"}` (a JetStream subject); `redis` '
-    '`{"stream", "maxlen"?}` (approximate MAXLEN); `mqtt` `{"topic"}` '
-    "(QoS 1). `http` takes none: `{}`."
-)
-Destination = Annotated[
-    str,
-    StringConstraints(min_length=1, max_length=2000),
-    AfterValidator(_allowed_destination),
-]
-TARGET_EXAMPLES = [{"exchange": "webhooks", "routing_key": "orders"}]
 # The bounds are the operator's (RETRY_MAX_ATTEMPTS_LIMIT, RETRY_MAX_WINDOW_SECONDS,
 # HTTP_TIMEOUT_MAX_SECONDS): the services check them, and a 422 names the bound.
 MaxAttempts = Annotated[
@@ -129,6 +85,16 @@ CustomHeaders = Annotated[
     ),
 ]
 RateLimit = Annotated[float, Field(gt=0, le=10000)]
+VisibilityTimeout = Annotated[
+    int,
+    Field(
+        ge=1,
+        le=VISIBILITY_TIMEOUT_LIMIT,
+        description="A pull endpoint's lease: seconds a pulled message stays "
+        "its consumer's before it is due again, counted as a spent attempt "
+        "(`lease_expired`). `pull` only; null: PULL_VISIBILITY_TIMEOUT_SECONDS.",
+    ),
+]
 MaxInFlight = Annotated[int, Field(ge=1, le=1000)]
 # 410 is refused by the service (it always disables the endpoint).
 PermanentStatus = Annotated[int, Field(ge=300, le=599)]
@@ -198,7 +164,8 @@ class MerchantOut(Schema):
 class EndpointIn(Schema):
     # kind comes before url and target: their checks read it.
     kind: Kind = Field("http", description=KIND_DESCRIPTION)
-    url: Destination = Field(
+    url: Destination | None = Field(
+        None,
         description=URL_DESCRIPTION,
         examples=["https://hooks.acme.example/webhooks"],
     )
@@ -233,6 +200,7 @@ class EndpointIn(Schema):
         None, description=AUTH_DESCRIPTION, examples=AUTH_EXAMPLES
     )
     tls: CredentialsObject | None = Field(None, description=TLS_DESCRIPTION)
+    visibility_timeout_seconds: VisibilityTimeout | None = None
 
 
 class EndpointPatch(Schema):
@@ -258,6 +226,7 @@ class EndpointPatch(Schema):
         None, description=AUTH_DESCRIPTION, examples=AUTH_EXAMPLES
     )
     tls: CredentialsObject | None = Field(None, description=TLS_DESCRIPTION)
+    visibility_timeout_seconds: VisibilityTimeout | None = None
 
     def changes(self) -> dict:
         """The fields sent; null on a field that cannot be empty means "unchanged"."""
@@ -341,6 +310,14 @@ class EndpointOut(Schema):
     tls: TlsOut | None = Field(
         description="Its client certificate's subject and expiry and whether a "
         "CA bundle is set, never the key; null: none."
+    )
+    visibility_timeout_seconds: int | None = Field(
+        description="A pull endpoint's own lease in seconds; null: "
+        "PULL_VISIBILITY_TIMEOUT_SECONDS (and for every other kind)."
+    )
+    listen_session: bool = Field(
+        description="Made for a run of `listen` (a listen session), which ends "
+        "by itself; see /merchants/{slug}/listen-sessions."
     )
     breaker_state: str
     verification: VerificationOut

@@ -23,7 +23,7 @@ from endpoints import (
     verification,
 )
 from endpoints.credentials_guard import credentials_row_errors
-from endpoints.endpoint_fields import field_errors
+from endpoints.endpoint_fields import field_errors, pull_field_errors
 from endpoints.health import health_create
 from endpoints.models import (
     Endpoint,
@@ -41,7 +41,7 @@ _UNSET = object()
 def endpoint_create(
     *,
     merchant: Merchant,
-    url: str,
+    url: str | None = "",
     kind: str = brokers.HTTP,
     target: dict | None = None,
     description: str = "",
@@ -58,6 +58,7 @@ def endpoint_create(
     signing: str | None = None,
     auth: dict | None = None,
     tls: dict | None = None,
+    visibility_timeout_seconds: int | None = None,
     now: datetime,
 ) -> Endpoint:
     """Create an endpoint with its first signing secret and a closed breaker.
@@ -65,7 +66,9 @@ def endpoint_create(
     A broker kind's url may carry user:password: they are stored apart,
     encrypted, and the url without them (endpoints/broker_fields.py). auth and
     tls: endpoints/client_credentials.py. signing None: the merchant's default
-    scheme, else the relay's (endpoints/signing_default.py)."""
+    scheme, else the relay's (endpoints/signing_default.py). A pull endpoint
+    takes no url and nothing that shapes a send, and may take a
+    visibility_timeout_seconds (endpoints/endpoint_fields.py)."""
     if signing is None:
         signing = signing_default.scheme_for_new_endpoint(merchant)
     destination, errors = broker_fields.destination_clean(
@@ -90,12 +93,27 @@ def endpoint_create(
             "timeout_seconds": timeout_seconds,
         },
     )
-    credentials, problems = client_credentials.credentials_clean(
-        endpoint=None, kind=kind, headers=headers, auth=auth, tls=tls, url=url
-    )
-    _merge(errors, problems)
+    credentials: dict = {}
+    if kind != brokers.PULL:  # refused whole below: nothing to check in them
+        credentials, problems = client_credentials.credentials_clean(
+            endpoint=None, kind=kind, headers=headers, auth=auth, tls=tls, url=url
+        )
+        _merge(errors, problems)
     if kind in brokers.BROKER_KINDS and permanent_statuses:
         errors["permanent_statuses"] = [broker_fields.NO_STATUSES]
+    errors |= pull_field_errors(
+        kind=kind,
+        given=_given(
+            headers=headers,
+            auth=auth,
+            tls=tls,
+            permanent_statuses=list(permanent_statuses),
+            rate_limit_per_second=rate_limit_per_second,
+            max_in_flight=max_in_flight,
+            timeout_seconds=timeout_seconds,
+        ),
+        visibility_timeout_seconds=visibility_timeout_seconds,
+    )
     if len(description) > 500:
         errors["description"] = ["At most 500 characters."]
     if errors or destination is None:
@@ -116,13 +134,15 @@ def endpoint_create(
             ordered=bool(ordered),
             retry_schedule=retry_schedule,
             timeout_seconds=timeout_seconds,
+            visibility_timeout_seconds=visibility_timeout_seconds,
             **signing_keys.signing_columns(scheme=signing, private_key=None),
         )
         client_credentials.credentials_apply(endpoint, credentials)
         endpoint.save(force_insert=True)
-        # Nothing at a broker can echo a challenge: the operator's host list
-        # is what a broker endpoint is trusted by.
-        if not destination.is_broker and verification.required(merchant):
+        # Only an HTTP receiver can echo a challenge. The operator's host list
+        # is what a broker endpoint is trusted by; a pull endpoint is sent
+        # nothing: only the merchant's own keys fetch its messages.
+        if destination.kind == brokers.HTTP and verification.required(merchant):
             verification.request_fields_set(endpoint, now=now)
             endpoint.save(update_fields=verification.REQUEST_FIELDS)
         EndpointSecret.objects.create(
@@ -153,6 +173,7 @@ def endpoint_update(
     timeout_seconds=_UNSET,
     auth=_UNSET,
     tls=_UNSET,
+    visibility_timeout_seconds=_UNSET,
     by: str = "api",
     may_move_credentials: bool = True,
     now: datetime,
@@ -204,15 +225,34 @@ def endpoint_update(
     )
     if description is not _UNSET and len(description or "") > 500:
         errors["description"] = ["At most 500 characters."]
-    credentials, problems = client_credentials.credentials_clean(
-        endpoint=endpoint,
-        kind=endpoint.kind if kind in (_UNSET, None) else kind,
-        headers=endpoint.headers if headers is _UNSET else headers,
-        auth=client_credentials.UNCHANGED if auth is _UNSET else auth,
-        tls=client_credentials.UNCHANGED if tls is _UNSET else tls,
-        url=destination.url if destination else endpoint.url,
+    credentials: dict = {}
+    if endpoint.kind != brokers.PULL:  # a kind that stays (broker_fields.KIND_FIXED)
+        credentials, problems = client_credentials.credentials_clean(
+            endpoint=endpoint,
+            kind=endpoint.kind if kind in (_UNSET, None) else kind,
+            headers=endpoint.headers if headers is _UNSET else headers,
+            auth=client_credentials.UNCHANGED if auth is _UNSET else auth,
+            tls=client_credentials.UNCHANGED if tls is _UNSET else tls,
+            url=destination.url if destination else endpoint.url,
+        )
+        _merge(errors, problems)
+    errors |= pull_field_errors(
+        kind=endpoint.kind,
+        given=_given(
+            headers=headers,
+            auth=auth,
+            tls=tls,
+            permanent_statuses=permanent_statuses,
+            rate_limit_per_second=rate_limit_per_second,
+            max_in_flight=max_in_flight,
+            timeout_seconds=timeout_seconds,
+        ),
+        visibility_timeout_seconds=None
+        if visibility_timeout_seconds is _UNSET
+        else visibility_timeout_seconds,
     )
-    _merge(errors, problems)
+    if errors.get("kind") == [broker_fields.KIND_FIXED]:
+        errors = {"kind": errors["kind"]}  # the rest would be about the other kind
     if errors:
         raise ValidationError(errors)
     changes = {
@@ -238,6 +278,7 @@ def endpoint_update(
         # None (null) clears either: the merchant's default, else the relay's.
         "retry_schedule": retry_schedule,
         "timeout_seconds": timeout_seconds,
+        "visibility_timeout_seconds": visibility_timeout_seconds,
     }
     before = broker_fields.Destination(
         endpoint.kind, endpoint.url, endpoint.target, endpoint.broker_credentials
@@ -284,6 +325,11 @@ def endpoint_update(
                 endpoint=endpoint, reason="disabled by user", by=by, now=now
             )
     return endpoint
+
+
+def _given(**values: object) -> dict[str, object]:
+    """The values of an update, those not given as None."""
+    return {name: None if value is _UNSET else value for name, value in values.items()}
 
 
 def _merge(errors: dict[str, list[str]], more: dict[str, list[str]]) -> None:

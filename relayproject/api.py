@@ -25,6 +25,7 @@ from deliveries.api import endpoint_router as endpoint_deliveries_router
 from deliveries.api import router as deliveries_router
 from deliveries.notifications.api import router as operational_router
 from deliveries.publish.sanitize import UNSTORABLE
+from deliveries.pull_api import router as pull_router
 from deliveries.signing import format_timestamp
 from endpoints.api import router as endpoints_router
 from endpoints.api import sessions_and_types_router
@@ -201,6 +202,7 @@ api.add_router("/", endpoint_deliveries_router)
 api.add_router("/", sessions_and_types_router)
 api.add_router("/", deliveries_router)
 api.add_router("/", operational_router)
+api.add_router("/", pull_router)
 # Every operation, present and future: an undeclared query parameter is a 422.
 api.add_decorator(strict_query, mode="view")
 

@@ -25,7 +25,10 @@ Read in this order:
                      round-robin, one at a time once an endpoint fails.
 - ``claiming.py``    every locking query (fair SKIP LOCKED claims under the
                      merchants' and endpoints' max_in_flight, leases,
-                     release), nothing else.
+                     release), nothing else. No claim takes a pull
+                     endpoint's rows (its consumer leases them,
+                     deliveries/pull/), and those leases are no sends: they
+                     take none of a merchant's max_in_flight.
 - ``single_claims.py`` claims of one row each: a breaker's probe, an
                      endpoint's verification challenge.
 - ``due.py``         what a claim reads first: endpoints with due work and
@@ -56,7 +59,8 @@ Read in this order:
 - ``wakeup.py``      how an idle dispatcher waits (LISTEN/NOTIFY or a timer).
 - ``maintenance.py`` periodic work besides sending (endpoint statistics, the
                      gauges /metrics serves, day partitions of the history
-                     tables made ahead).
+                     tables made ahead, pull endpoints' expired leases and
+                     listen sessions: deliveries/pull/expiry.py).
 - ``heartbeat.py``   one row per dispatcher, beaten from a thread of its own;
                      tells the send loop, judges the others.
 - ``rescue.py``      dispatchers declared dead by their heartbeat's age, and

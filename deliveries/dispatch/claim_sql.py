@@ -11,6 +11,7 @@ import functools
 
 from deliveries.dispatch import load_sql
 from deliveries.models import Delivery
+from endpoints.brokers import PULL
 from endpoints.models import Endpoint, EndpointHealth, Merchant
 
 # due.endpoints_with_due_work: the question its ORM form (SQLite) asks,
@@ -34,6 +35,11 @@ from endpoints.models import Endpoint, EndpointHealth, Merchant
 #   its room under its own cap, and none once it is full. The window and the
 #   sort run over the endpoints that passed, after the probes: the probes'
 #   plan is the one above, whatever the merchants.
+# - pull endpoints (kind "pull", deliveries/pull/) are never listed: their
+#   consumers lease their rows. Their leases are no sends: merchant_live
+#   leaves them out (by the endpoint it joins anyway, so the scan of the
+#   delivering rows is the same), or a consumer holding 100 messages would
+#   take 100 of the merchant's slots from its HTTP endpoints.
 DUE = f"""
 WITH live AS MATERIALIZED (
     SELECT y.endpoint_id, count(*) AS n
@@ -43,6 +49,7 @@ WITH live AS MATERIALIZED (
 ), merchant_live AS MATERIALIZED (
     SELECT o.merchant_id, sum(live.n) AS n
     FROM live JOIN {Endpoint._meta.db_table} AS o ON o.id = live.endpoint_id
+    WHERE o.kind <> '{PULL}'
     GROUP BY o.merchant_id
 ), ready AS (
     SELECT e.id, e.merchant_id, COALESCE(e.max_in_flight, %(cap)s) AS cap,
@@ -71,6 +78,8 @@ WITH live AS MATERIALIZED (
         LIMIT 1
     ) AS due
     WHERE e.is_active
+    -- a consumer leases a pull endpoint's rows (deliveries/pull/leasing.py)
+    AND e.kind <> '{PULL}'
     -- merchant switched off by staff: held, no attempt spent, sent once it is
     -- switched on (endpoints/switched_off.py); m is joined for its cap anyway
     AND m.is_active
@@ -132,6 +141,7 @@ SELECT id, merchant_id, cap, max_attempts, merchant_cap FROM (
         AND y.status = 'delivering' AND y.claimed_until > %(now)s
     ) AS live
     WHERE e.is_active
+    AND e.kind <> '{PULL}'  -- as in DUE; so no pull lease is counted either
     AND m.is_active  -- as in DUE
     AND NOT e.awaiting_verification  -- as in DUE
     AND (h.breaker_state = %(closed)s OR h.endpoint_id IS NULL)

@@ -20,6 +20,8 @@ from django.db.models.functions import Coalesce
 from deliveries.dispatch import backend, claim_sql, load_sql
 from deliveries.dispatch.prepared import AnyOf  # noqa: F401 - registers field__any
 from deliveries.models import Delivery
+from deliveries.pull.leasing import PULLED_BY
+from endpoints.brokers import PULL
 from endpoints.models import Endpoint, EndpointHealth
 from relayproject.lib import citus
 
@@ -95,6 +97,7 @@ def endpoints_with_due_work(*, now: datetime, limit: int) -> dict[str, Due]:
             status=Delivery.Status.DELIVERING,
             claimed_until__gt=now,
         )
+        .exclude(claimed_by=PULLED_BY)
         .order_by()
         .values("endpoint_id")
         .annotate(n=Count("pk"))
@@ -103,10 +106,11 @@ def endpoints_with_due_work(*, now: datetime, limit: int) -> dict[str, Due]:
     rows = (
         # Disabled endpoints, switched-off merchants, open breakers and
         # endpoints awaiting verification hold their rows back without
-        # spending attempts.
+        # spending attempts. Pull endpoints' rows are leased by their consumers.
         Endpoint.objects.filter(
             is_active=True, merchant__is_active=True, awaiting_verification=False
         )
+        .exclude(kind=PULL)
         .filter(
             Q(health__breaker_state=EndpointHealth.State.CLOSED)
             | Q(health__isnull=True)  # made outside the services
@@ -159,10 +163,11 @@ def live_of(counts) -> Live:
 
 
 def _live_counts(merchant_ids: list[int] | None, *, now: datetime):
-    """(endpoint, merchant, live claims): load_sql.LIVE's ORM form."""
+    """(endpoint, merchant, live claims): load_sql.LIVE's ORM form (a pull
+    consumer's lease is no send: it takes none of the merchant's room)."""
     rows = Delivery.objects.filter(
         status=Delivery.Status.DELIVERING, claimed_until__gt=now
-    )
+    ).exclude(claimed_by=PULLED_BY)
     if merchant_ids is not None:
         # The delivery's own merchant_id (its endpoint's): no join, and on
         # Citus a read of those merchants' shards alone.

@@ -17,6 +17,7 @@ converted by that field in the caller, as the ORM would.
 from __future__ import annotations
 
 from deliveries.models import Delivery, Event
+from deliveries.pull.leasing import PULLED_BY
 from endpoints.models import Endpoint, Merchant
 
 _D = Delivery._meta.db_table
@@ -25,11 +26,14 @@ _E = Endpoint._meta.db_table
 _M = Merchant._meta.db_table
 
 # due.live_claims: delivering rows with a live lease, per endpoint, of these
-# merchants (the delivery's own merchant_id: no join).
+# merchants (the delivery's own merchant_id: no join). A pull consumer's
+# lease (claimed_by PULLED_BY, deliveries/pull/leasing.py) is no send: it
+# takes none of the merchant's room.
 LIVE = f"""
 SELECT y.endpoint_id, y.merchant_id, count(*)
 FROM {_D} AS y
 WHERE y.status = 'delivering' AND y.claimed_until > %(now)s
+AND y.claimed_by <> '{PULLED_BY}'
 AND y.merchant_id = ANY(%(merchants)s)
 GROUP BY y.endpoint_id, y.merchant_id
 """

@@ -1,6 +1,6 @@
 """Periodic work a dispatcher does besides sending, on its database thread:
 endpoint statistics, the row-counting gauges of /metrics, day partitions of the
-history made ahead (and the endpoint check of
+history made ahead, pull endpoints' upkeep (and the endpoint check of
 deliveries/notifications/step.py, wired in run_dispatcher).
 
 Each step keeps its own schedule. Steps that are cluster-wide run, on
@@ -21,6 +21,7 @@ from deliveries.history import partitions
 from deliveries.ops import gauges
 from deliveries.ops.latency import publish_latency_refresh
 from deliveries.ops.stats import endpoint_stats_refresh
+from deliveries.pull.expiry import pull_upkeep, pull_upkeep_log
 from relayproject.lib.clock import Clock, SystemClock
 
 logger = logging.getLogger(__name__)
@@ -32,6 +33,10 @@ PARTITIONS_RETRY_SECONDS = 60.0  # after the tables stayed locked
 PARTITIONS_LOCK_TRIES = 3  # each waits at most partitions.LOCK_TIMEOUT_MS
 PARTITIONS_LOCK_KEY = STATS_LOCK_KEY + 1
 GAUGES_LOCK_KEY = STATS_LOCK_KEY + 2
+PULL_LOCK_KEY = STATS_LOCK_KEY + 3
+# A consumer's lease that ran out is due again within about this much of its
+# end, and an idle listen session ends as late.
+PULL_EVERY_SECONDS = 1.0
 
 
 class Maintenance:
@@ -152,3 +157,26 @@ class PartitionKeeper:
             # Sending matters more: give up this round, look again soon.
             logger.warning("partitions not made, tables busy (%s)", exc)
             self._next = self.clock.monotonic() + PARTITIONS_RETRY_SECONDS
+
+
+class PullUpkeep:
+    """Pull endpoints' upkeep (deliveries/pull/expiry.py: expired leases spent,
+    idle listen sessions ended, full backlogs trimmed, ended sessions deleted)
+    in each dispatcher about once a second, never in two at once: every step
+    would be safe (SKIP LOCKED), but the second would find nothing to do."""
+
+    def __init__(
+        self, every: float = PULL_EVERY_SECONDS, *, clock: Clock | None = None
+    ) -> None:
+        self.every = every
+        self.clock = clock or SystemClock()
+        self._next = self.clock.monotonic()
+
+    def __call__(self, now: datetime) -> None:
+        if self.clock.monotonic() < self._next:
+            return
+        self._next = self.clock.monotonic() + self.every
+        done = []
+        _elected(PULL_LOCK_KEY, lambda: done.append(pull_upkeep(now=now)))
+        for upkeep in done:
+            pull_upkeep_log(upkeep)  # after every step's commit

@@ -23,6 +23,8 @@ from deliveries.dispatch.due import DUE_STATUSES
 from deliveries.models import Delivery
 from deliveries.verification import verification_make, verifications_due
 from endpoints import probes
+from endpoints.brokers import PULL
+from endpoints.models import Endpoint
 
 
 def claim_probes(*, worker_id: str, now: datetime, lease_seconds: float) -> Claim:
@@ -34,7 +36,11 @@ def claim_probes(*, worker_id: str, now: datetime, lease_seconds: float) -> Clai
     the probe's lease has run out (next_probe_at is set to it).
     """
     claim = Claim(lease_until=now + timedelta(seconds=lease_seconds))
-    for endpoint_id, merchant_id, merchant_cap in probes.probes_due(now=now):
+    due = probes.probes_due(now=now)
+    pulled = _pull_endpoints([endpoint_id for endpoint_id, *_ in due])
+    for endpoint_id, merchant_id, merchant_cap in due:
+        if endpoint_id in pulled:
+            continue
         with transaction.atomic():
             won = probes.probe_win(
                 endpoint_id=endpoint_id,
@@ -90,7 +96,11 @@ def claim_verifications(
     on the delivery row (claiming) decide between dispatchers.
     """
     claim = Claim(lease_until=now + timedelta(seconds=lease_seconds))
-    for endpoint_id, merchant_id, delivery_id in verifications_due(now=now):
+    due = verifications_due(now=now)
+    pulled = _pull_endpoints([endpoint_id for endpoint_id, *_ in due])
+    for endpoint_id, merchant_id, delivery_id in due:
+        if endpoint_id in pulled:
+            continue
         with transaction.atomic():
             if not delivery_id:
                 delivery_id = verification_make(
@@ -114,6 +124,19 @@ def claim_verifications(
             )
     log_claim(claim)
     return claim
+
+
+def _pull_endpoints(endpoint_ids: list[str]) -> set[str]:
+    """Those of `endpoint_ids` that are pull endpoints: no dispatcher sends to
+    one (its consumer leases its rows), so neither a probe nor a challenge
+    is claimed for it. Read only when some are due: most claims have none."""
+    if not endpoint_ids:
+        return set()
+    return set(
+        Endpoint.objects.filter(pk__in=endpoint_ids, kind=PULL).values_list(
+            "pk", flat=True
+        )
+    )
 
 
 def _merchant_room(merchant_id: int, *, cap: int | None, now: datetime) -> bool:

@@ -19,8 +19,8 @@ from deliveries.notifications.operational import (
     operational_merchant,
 )
 from deliveries.publish.outbox import notify_dispatchers
+from endpoints import brokers, verification
 from endpoints import services as endpoint_services
-from endpoints import verification
 from endpoints.matching import subscribes_to
 from endpoints.models import Endpoint, Merchant
 from relayproject.lib.clock import utcnow
@@ -126,10 +126,17 @@ def operational_types_check(event_types: Sequence[str]) -> None:
         )
 
 
+# The relay's own events are sent to the platform; a pull endpoint would need
+# its consumer to name the relay's internal merchant, which nothing documents.
+NOT_PULLED = "Operational events are sent, not pulled: choose http or a broker kind."
+
+
 def operational_endpoint_create(
     *, event_types: Sequence[str] = (), **fields
 ) -> Endpoint:
     operational_types_check(event_types)
+    if fields.get("kind") == brokers.PULL:
+        raise ValidationError({"kind": [NOT_PULLED]})
     endpoint = endpoint_services.endpoint_create(
         merchant=operational_merchant(), event_types=event_types, **fields
     )
@@ -138,6 +145,8 @@ def operational_endpoint_create(
 
 
 def operational_endpoint_update(*, endpoint: Endpoint, **changes) -> Endpoint:
+    if changes.get("kind") == brokers.PULL:
+        raise ValidationError({"kind": [NOT_PULLED]})
     if changes.get("event_types") is not None:
         operational_types_check(changes["event_types"])
     endpoint = endpoint_services.endpoint_update(endpoint=endpoint, **changes)

@@ -1,6 +1,10 @@
 """Look at endpoints and say what changed: failing, disabled, enabled; and
 disable the ones that have failed for days.
 
+An ended listen session (disabled_by "listen", deliveries/pull/sessions.py)
+is not announced as a disabled endpoint: its `listen` stopped, nothing is
+wrong. Its dead letters are announced as any endpoint's (deadletters.py).
+
 Each endpoint is handled in its own short transaction under a lock on its
 watch row, so two processes that run this at once say everything once; the
 maintenance slot (step.py) normally keeps it to one process a minute anyway.
@@ -27,6 +31,7 @@ from deliveries.notifications.operational import (
     health_part,
     ts,
 )
+from deliveries.pull.sessions import ENDED_BY as SESSION_ENDED_BY
 from endpoints.merchant_keyed import pinned
 from endpoints.models import Endpoint, EndpointHealth
 from endpoints.services import endpoint_disable
@@ -51,10 +56,14 @@ def endpoints_to_watch() -> list[str]:
         health__breaker_state=EndpointHealth.State.CLOSED
     )
     episode_open = Q(watch__episode_started_at__isnull=False)
-    disabled_unsaid = Q(is_active=False, disabled_at__isnull=False) & (
-        Q(watch__isnull=True)
-        | Q(watch__said_disabled_at__isnull=True)
-        | ~Q(watch__said_disabled_at=F("disabled_at"))
+    disabled_unsaid = (
+        Q(is_active=False, disabled_at__isnull=False)
+        & ~Q(disabled_by=SESSION_ENDED_BY)
+        & (
+            Q(watch__isnull=True)
+            | Q(watch__said_disabled_at__isnull=True)
+            | ~Q(watch__said_disabled_at=F("disabled_at"))
+        )
     )
     reenabled = Q(is_active=True, watch__said_disabled_at__isnull=False)
     return list(
@@ -168,6 +177,7 @@ def watch_endpoint(
         if (
             not endpoint.is_active
             and endpoint.disabled_at is not None
+            and endpoint.disabled_by != SESSION_ENDED_BY
             and watch.said_disabled_at != endpoint.disabled_at
         ):
             watch.said_disabled_at = endpoint.disabled_at

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db.models import Count
+from django.db.models import Count, QuerySet
 
 from deliveries.models import Attempt, Delivery, DispatcherHeartbeat
 from deliveries.notifications.selectors import failure_alerts
@@ -79,11 +79,15 @@ def breakers_not_closed() -> list[HeldEndpoint]:
     ]
 
 
+def _disabled() -> QuerySet[Endpoint]:
+    """Disabled endpoints; an ended listen session is not one to worry about
+    (it ends by design, deliveries/pull/sessions.py)."""
+    return Endpoint.objects.filter(is_active=False).exclude(listen_session=True)
+
+
 def endpoints_disabled_since(since: datetime) -> list[HeldEndpoint]:
     endpoints = list(
-        Endpoint.objects.filter(is_active=False, disabled_at__gte=since).order_by(
-            "-disabled_at", "pk"
-        )
+        _disabled().filter(disabled_at__gte=since).order_by("-disabled_at", "pk")
     )
     held = _held_counts([e.pk for e in endpoints])
     return [
@@ -109,7 +113,7 @@ def breakers_open_count() -> int:
 
 
 def endpoints_disabled_count() -> int:
-    return Endpoint.objects.filter(is_active=False).count()
+    return _disabled().count()
 
 
 def dispatchers(*, now: datetime) -> tuple[list, list]:

@@ -107,7 +107,9 @@ def counters_add(*, shard: str, tally: Tally) -> None:
     """Add a tally of (name, label) -> amount to this shard's rows, in one statement."""
     from django.db import connection
 
-    rows = [(n, lab, float(a)) for (n, lab), a in tally.items() if a]
+    # Sorted: two transactions adding to one shard's rows lock them in the
+    # same order, so neither can hold one row while waiting for the other's.
+    rows = sorted((n, lab, float(a)) for (n, lab), a in tally.items() if a)
     if not rows:
         return
     table = Counter._meta.db_table

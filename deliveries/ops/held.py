@@ -7,7 +7,9 @@ the rate limit", "Retrying (3 of 10) at 14:02:10 UTC". The reasons
 (``HeldKind``) are the API's machine-stable values. Pure: it reads the
 delivery, its endpoint, the endpoint's merchant and health row (select_related
 ``endpoint__merchant`` and ``endpoint__health`` so a list costs no query per
-row) and a `now`.
+row) and a `now`. A pull endpoint's row (deliveries/pull/) is never sent: it
+waits for its consumer's pull, whatever a breaker or rate limit says, and
+its words say so (pull_held).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from enum import StrEnum
 
 from deliveries.models import Delivery
 from deliveries.words import SENT_WHEN_ROOM, attempt_progress
-from endpoints import ratelimit
+from endpoints import brokers, ratelimit
 from endpoints.models import Endpoint, EndpointHealth
 from endpoints.retry_policy import policy_in_force
 
@@ -58,6 +60,7 @@ class Held:
     reason: HeldKind
     text: str  # one line for people, e.g. "Paused after 10 failures, next try 14:07:00 UTC"
     until: datetime | None  # when it may move again, when that is known
+    pulled: bool = False  # a pull endpoint's: handed out at a pull, never sent
 
     @property
     def is_hold(self) -> bool:
@@ -134,6 +137,8 @@ def delivery_held(*, delivery: Delivery, now: datetime) -> Held | None:
             f"{delivery.ordering_key!r} have succeeded or gone dead",
             None,
         )
+    if delivery.endpoint.kind == brokers.PULL:
+        return pull_held(delivery=delivery, now=now)
     if delivery.status == Delivery.Status.DELIVERING:
         until = delivery.claimed_until
         worker = delivery.claimed_by or "?"
@@ -215,3 +220,67 @@ def delivery_held(*, delivery: Delivery, now: datetime) -> Held | None:
         return Held(HeldKind.SCHEDULED, f"Due at {at}", delivery.next_attempt_at)
     since = when(delivery.next_attempt_at, now=now)
     return Held(HeldKind.DUE, f"Due now (since {since}): {SENT_WHEN_ROOM}", None)
+
+
+def pull_held(*, delivery: Delivery, now: datetime) -> Held:
+    """Why a pull endpoint's unfinished row is not moving. Only the
+    switches and time hold it: a pull leases it (deliveries/pull/leasing.py)
+    whatever the breaker, rate limit or verification would say to a send."""
+    endpoint = delivery.endpoint
+    if not endpoint.merchant.is_active:
+        return Held(
+            HeldKind.MERCHANT_DISABLED,
+            "Held: the merchant is switched off; its consumer gets it once staff "
+            "switch it on again",
+            None,
+            True,
+        )
+    if delivery.status == Delivery.Status.DELIVERING:
+        until = delivery.claimed_until
+        if until is not None and until <= now:
+            return Held(
+                HeldKind.DUE,
+                f"Its consumer did not ack or nack it by {when(until, now=now)}: "
+                "the next pull hands it out again, the lost lease counted as an "
+                "attempt",
+                None,
+                True,
+            )
+        lease = f" until {when(until, now=now)}" if until else ""
+        return Held(
+            HeldKind.IN_FLIGHT,
+            f"Leased to its consumer{lease}: it waits for an ack or a nack",
+            until,
+            True,
+        )
+    if not endpoint.is_active:
+        if endpoint.listen_session:
+            why = "its listen session ended; nothing pulls it now"
+        else:
+            why = "the endpoint is disabled; its consumer gets it once it is enabled"
+        return Held(HeldKind.ENDPOINT_DISABLED, f"Held: {why}", None, True)
+    at = when(delivery.next_attempt_at, now=now)
+    if delivery.next_attempt_at > now and delivery.attempts_in_budget:
+        most = policy_in_force(endpoint).max_attempts
+        progress = attempt_progress(
+            attempts_used=delivery.attempts_in_budget, max_attempts=most
+        )
+        return Held(
+            HeldKind.RETRY_SCHEDULED,
+            f"{progress}: handed to its consumer at its first pull from {at}",
+            delivery.next_attempt_at,
+            True,
+        )
+    if delivery.next_attempt_at > now:
+        return Held(
+            HeldKind.SCHEDULED,
+            f"Due at {at}: handed to its consumer at its first pull from then",
+            delivery.next_attempt_at,
+            True,
+        )
+    return Held(
+        HeldKind.DUE,
+        f"Due now (since {at}): it waits for its consumer to pull it",
+        None,
+        True,
+    )

@@ -16,9 +16,7 @@ past its time) is rejected and changes nothing.
 
 from __future__ import annotations
 
-import os
 import random
-import socket
 from collections import Counter as Tally
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -31,19 +29,11 @@ from deliveries import retry
 from deliveries.lanes import lanes_advance
 from deliveries.models import Attempt, Delivery, ErrorKind
 from deliveries.ops import counters
-from deliveries.pull.leasing import PULLED_BY
+from deliveries.pull.leasing import PULLED_BY, counter_shard
 from endpoints.models import Endpoint
 from endpoints.retry_policy import policy_in_force
 
 MAX_IDS = 100  # ids in one ack or nack, as many as one pull hands out
-
-
-def counter_shard() -> str:
-    """The counters' shard of this web process's pull outcomes: one row per
-    process and series, as each dispatcher has its own (deliveries.ops.counters),
-    so consumers acking at once through several processes never wait on one
-    row. Read at each call: gunicorn forks its workers after loading the app."""
-    return f"pull:{socket.gethostname()}-{os.getpid()}"
 
 
 @dataclass
@@ -127,7 +117,7 @@ def _record(
         ).update(attempt_count=F("attempt_count") + 1, **_per_row(changes))
         Attempt.objects.bulk_create(attempts)
         lanes_advance(lanes=finished, now=now)
-        counters.counters_add(shard=counter_shard(), tally=tally)
+        counters.counters_add(shard=counter_shard("pull"), tally=tally)
     return answer
 
 

@@ -12,6 +12,9 @@ key is not handed out before the previous is acked or dead.
 
 from __future__ import annotations
 
+import os
+import socket
+from collections import Counter as Tally
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -20,6 +23,7 @@ from django.db.models import F
 
 from deliveries.lanes import lanes_advance
 from deliveries.models import Attempt, Delivery, ErrorKind
+from deliveries.ops import counters
 from deliveries.pull.rendering import Message, messages_render
 from endpoints.models import Endpoint
 from endpoints.retry_policy import policy_in_force
@@ -29,6 +33,15 @@ MAX_LIMIT = 100  # messages per pull (contract section 8)
 # rescue (deliveries/dispatch/rescue.py) ever releases it.
 PULLED_BY = "pull"
 LOST_MESSAGE = "the consumer did not ack or nack it within its visibility timeout"
+
+
+def counter_shard(what: str) -> str:
+    """The counters' shard (deliveries.ops.counters) of this web process's
+    `what` ("pull-lease": leases a pull spends; "pull": acks and nacks): one
+    row per process and series, as each dispatcher has its own, so consumers
+    pulling and acking at once through several processes never wait on one
+    row. Read at each call: gunicorn forks its workers after loading the app."""
+    return f"{what}:{socket.gethostname()}-{os.getpid()}"
 
 
 def visibility_seconds(endpoint: Endpoint) -> int:
@@ -105,6 +118,19 @@ def _expired_spend(
         else:
             taken.add(row["id"])
     Attempt.objects.bulk_create(attempts)
+    # Counted as the dispatchers count the expired leases they take over
+    # (relay_reclaimed_total), always in this order.
+    counters.counters_add(
+        shard=counter_shard("pull-lease"),
+        tally=Tally(
+            {
+                (counters.RECLAIMED, ""): len(expired),
+                (counters.ATTEMPTS, "retry"): len(expired) - len(dead),
+                (counters.ATTEMPTS, "dead"): len(dead),
+                (counters.DELIVERIES, "dead"): len(dead),
+            }
+        ),
+    )
     Delivery.objects.filter(
         merchant_id=endpoint.merchant_id, pk__in=[r["id"] for r in expired]
     ).update(

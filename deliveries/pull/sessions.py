@@ -23,7 +23,8 @@ from django.db import transaction
 
 from deliveries.models import Delivery, ErrorKind
 from endpoints import brokers
-from endpoints.models import Endpoint, EndpointHealth, Merchant
+from endpoints.health import pull_health_set
+from endpoints.models import Endpoint, Merchant
 from endpoints.services import endpoint_create
 
 logger = logging.getLogger(__name__)
@@ -60,7 +61,8 @@ def session_start(
         )
         Endpoint.objects.filter(pk=endpoint.pk).update(listen_session=True)
         endpoint.listen_session = True
-        EndpointHealth.objects.filter(endpoint_id=endpoint.pk).update(
+        pull_health_set(
+            endpoint=endpoint,
             session_expires_at=now + timedelta(seconds=settings.LISTEN_IDLE_SECONDS),
             last_pulled_at=None,
         )
@@ -69,14 +71,14 @@ def session_start(
 
 def pull_touch(*, endpoint: Endpoint, now: datetime) -> None:
     """A consumer pulled: note when, and keep a live session alive."""
-    fields: dict = {"last_pulled_at": now}
     if endpoint.listen_session:
-        fields["session_expires_at"] = now + timedelta(
-            seconds=settings.LISTEN_IDLE_SECONDS
+        pull_health_set(
+            endpoint=endpoint,
+            last_pulled_at=now,
+            session_expires_at=now + timedelta(seconds=settings.LISTEN_IDLE_SECONDS),
         )
-    EndpointHealth.objects.filter(
-        merchant_id=endpoint.merchant_id, endpoint_id=endpoint.pk
-    ).update(**fields)
+    else:
+        pull_health_set(endpoint=endpoint, last_pulled_at=now)
 
 
 def session_is_live(endpoint: Endpoint) -> bool:
@@ -102,9 +104,7 @@ def session_end(*, endpoint: Endpoint, why: str, now: datetime) -> int:
         )
         if not ended:
             return 0
-        EndpointHealth.objects.filter(
-            merchant_id=endpoint.merchant_id, endpoint_id=endpoint.pk
-        ).update(session_expires_at=now)
+        pull_health_set(endpoint=endpoint, session_expires_at=now)
         # Waiting rows of an ordered session go too: nothing will pull them.
         dead = Delivery.objects.filter(
             merchant_id=endpoint.merchant_id,

@@ -14,6 +14,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
+from endpoints import brokers
 from endpoints.admin.model_admins import EndpointActions
 from endpoints.admin.present import (
     breaker_words,
@@ -24,6 +25,7 @@ from endpoints.admin.present import (
     url_cut,
 )
 from endpoints.admin.present import utc as utc_text
+from endpoints.admin.pulling import destination_words, pull_words
 from endpoints.models import Endpoint, EndpointHealth
 
 
@@ -118,11 +120,13 @@ class EndpointHealthAdmin(EndpointActions, admin.ModelAdmin):
             h.endpoint_id,
             "" if h.endpoint.is_active else mark_safe(" <strong>disabled</strong>"),
             h.endpoint.merchant.slug,
-            url_cut(h.endpoint.url),
+            destination_words(h.endpoint) or url_cut(h.endpoint.url),
         )
 
     @admin.display(description="sending", ordering="breaker_state")
     def breaker(self, h: EndpointHealth) -> str:
+        if h.endpoint.kind == brokers.PULL:
+            return pull_words(h.endpoint, h)  # never sent to: no breaker
         words = breaker_words(h)
         if h.breaker_state == EndpointHealth.State.CLOSED:
             return words
@@ -171,7 +175,7 @@ class EndpointHealthAdmin(EndpointActions, admin.ModelAdmin):
             '<a href="{}">{}</a> {} ({})<br>{}',
             reverse("admin:endpoints_endpoint_change", args=[h.endpoint_id]),
             h.endpoint_id,
-            h.endpoint.url,
+            destination_words(h.endpoint) or h.endpoint.url,
             h.endpoint.merchant.slug,
             deliveries_links(h.endpoint_id),
         )
@@ -196,7 +200,7 @@ class EndpointHealthAdmin(EndpointActions, admin.ModelAdmin):
     def last_failure(self, h: EndpointHealth) -> str:
         return utc_text(h.last_failure_at)
 
-    @admin.display(description="receiver response time, 24 h")
+    @admin.display(description="response time, 24 h (a pull's: lease to ack)")
     def latency(self, h: EndpointHealth) -> str:
         return f"p50 {ms(h.p50_ms)} ms · p95 {ms(h.p95_ms)} ms · p99 {ms(h.p99_ms)} ms"
 

@@ -30,6 +30,12 @@ from endpoints.admin.present import (
     response_header,
     url_cut,
 )
+from endpoints.admin.pulling import (
+    PullFields,
+    destination_words,
+    pull_label,
+    pull_words,
+)
 from endpoints.admin.verification import VerificationActions
 from endpoints.catalogue import is_reserved as catalogue_is_reserved
 from endpoints.catalogue import merchant_types
@@ -187,6 +193,7 @@ class EndpointAdmin(
     CredentialsOnPage,
     VerificationActions,
     OrderingActions,
+    PullFields,
     EndpointActions,
     admin.ModelAdmin,
 ):
@@ -202,15 +209,19 @@ class EndpointAdmin(
         return super().change_view(request, object_id, form_url, extra_context)
 
     def page_actions(self, request, endpoint: Endpoint) -> list[tuple[str, str, bool]]:
-        """(action, label, is it a danger) that apply to this endpoint now."""
+        """(action, label, is it a danger) that apply to this endpoint now: no
+        pause for a pull endpoint, which is never sent to; no disable or
+        enable for a listen session, which ends instead (its consumer's
+        DELETE, the portal, or the relay once it idles)."""
         paused = endpoint.health.breaker_state != EndpointHealth.State.CLOSED
-        wanted = [
-            *([("mark_verified", False)] if endpoint.awaiting_verification else []),
-            ("reset_breaker", False) if paused else ("open_breaker", False),
-            ("disable_endpoint", True)
-            if endpoint.is_active
-            else ("enable_endpoint", False),
-        ]
+        wanted = [("mark_verified", False)] if endpoint.awaiting_verification else []
+        if endpoint.kind != brokers.PULL:
+            wanted.append(("reset_breaker" if paused else "open_breaker", False))
+        if not endpoint.listen_session:
+            active = endpoint.is_active
+            wanted.append(
+                ("disable_endpoint", True) if active else ("enable_endpoint", False)
+            )
         allowed = self.get_actions(request)
         return [
             (name, allowed[name][2], danger)
@@ -235,6 +246,7 @@ class EndpointAdmin(
     list_select_related = ("merchant", "health")
     list_filter = (
         "kind",
+        "listen_session",
         "is_active",
         "awaiting_verification",
         "ordered",
@@ -252,6 +264,8 @@ class EndpointAdmin(
         "url_shown",
         "target_shown",
         "credentials_shown",
+        "pull_state",
+        "visibility_timeout_shown",
         "description",
         "event_types",
         "is_active",
@@ -295,7 +309,7 @@ class EndpointAdmin(
 
     @admin.display(description="url", ordering="url")
     def url_cut(self, endpoint: Endpoint) -> str:
-        shown = url_cut(self.url_shown(endpoint))
+        shown = destination_words(endpoint) or url_cut(self.url_shown(endpoint))
         if not endpoint.description:
             return shown
         return format_html('{}<span class="sub">{}</span>', shown, endpoint.description)
@@ -309,6 +323,8 @@ class EndpointAdmin(
     def target_shown(self, endpoint: Endpoint) -> str:
         if endpoint.kind == brokers.HTTP:
             return "none (an HTTP endpoint posts to its URL)"
+        if endpoint.kind == brokers.PULL:
+            return "none (nothing is sent: its consumer pulls its messages)"
         return "; ".join(
             f"{name}: {value!r}" for name, value in endpoint.target.items()
         )
@@ -321,6 +337,8 @@ class EndpointAdmin(
 
     @admin.display(description="state", ordering="health__breaker_state")
     def breaker_state(self, endpoint: Endpoint) -> str:
+        if endpoint.kind == brokers.PULL:
+            return pull_label(endpoint)
         if endpoint.is_active and endpoint.awaiting_verification:
             return "Waiting for verification"  # nothing but its challenge is sent
         return state_label(
@@ -339,11 +357,13 @@ class EndpointAdmin(
     @admin.display(description="health")
     def health_summary(self, endpoint: Endpoint) -> str:
         h = endpoint.health
+        pulled = endpoint.kind == brokers.PULL
         return format_html(
-            '<a href="{}">{}</a>; receiver response time p50 {} / p95 {} / p99 {} ms '
+            '<a href="{}">{}</a>; {} p50 {} / p95 {} / p99 {} ms '
             "over {} attempts in 24 h; success {}{}",
             reverse("admin:endpoints_endpointhealth_change", args=[h.pk]),
-            breaker_words(h),
+            pull_words(endpoint, h) if pulled else breaker_words(h),
+            "lease to ack or nack" if pulled else "receiver response time",
             ms(h.p50_ms),
             ms(h.p95_ms),
             ms(h.p99_ms),

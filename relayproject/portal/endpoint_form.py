@@ -1,7 +1,8 @@
 """The endpoint form (create and edit): its fields, the ones folded under
 *Advanced*, the built-in test receiver as a choice beside the URL, and the
 destination kinds (endpoint_kinds.py): a picker on the create form, and the
-fields of each kind, of which only the chosen kind's are read."""
+fields of each kind, of which only the chosen kind's are read (a pull
+endpoint's: its visibility timeout, and none of those that shape a send)."""
 
 from __future__ import annotations
 
@@ -16,11 +17,12 @@ from django.core.exceptions import ValidationError
 from endpoints import brokers, signing_default, signing_keys
 from endpoints.custom_headers import normalised
 from endpoints.filtering import MAX_DEPTH
-from relayproject.portal import endpoint_kinds, retry_fields
+from relayproject.portal import endpoint_kinds, pull_fields, retry_fields
+from relayproject.portal.endpoint_form_layout import EndpointFormLayout
 from relayproject.portal.forms import split_types
 
 
-class EndpointForm(forms.Form):
+class EndpointForm(EndpointFormLayout, forms.Form):
     kind = forms.ChoiceField(
         label="Send events to",
         required=False,
@@ -157,6 +159,10 @@ class EndpointForm(forms.Form):
             endpoint_kinds.form_fields(kinds=self.kinds, chosen=kind, merchant=merchant)
         )
         self.fields.update(retry_fields.form_fields(merchant))
+        if self.pull_only:
+            for name in pull_fields.SEND_FIELDS:
+                del self.fields[name]
+            self.fields["ordered"].help_text = pull_fields.PULL_ORDER_HELP
         if merchant is not None:
             # A new endpoint shows the scheme it takes if left alone (an edit's
             # initial is the endpoint's own, from initial_for).
@@ -186,7 +192,9 @@ class EndpointForm(forms.Form):
         # Header values are write-only: the form knows them to keep them, and
         # only names ever reach the page.
         self.existing_headers = dict(existing_headers or {})
-        if self.existing_headers:
+        if "headers" not in self.fields:
+            pass  # a pull endpoint's form: nothing of a send
+        elif self.existing_headers:
             self.fields["remove_headers"].choices = [
                 (name, f"{name}: value set") for name in self.existing_headers
             ]
@@ -197,7 +205,9 @@ class EndpointForm(forms.Form):
             )
         else:
             del self.fields["remove_headers"]
-        if len(self.kinds) > 1 or brokers.HTTP not in self.kinds:
+        if "headers" in self.fields and any(
+            k in brokers.BROKER_KINDS for k in self.kinds
+        ):
             self.fields[
                 "headers"
             ].help_text += " A broker gets them as message headers."
@@ -207,10 +217,11 @@ class EndpointForm(forms.Form):
                 "Where we POST events. Addresses on private networks (loopback, "
                 "10.x, 192.168.x, cloud metadata) are refused."
             )
-        self.fields["max_in_flight"].help_text = (
-            "Deliveries sent at once to this endpoint. Empty: the relay's default, "
-            f"{settings.ENDPOINT_MAX_IN_FLIGHT}."
-        )
+        if "max_in_flight" in self.fields:
+            self.fields["max_in_flight"].help_text = (
+                "Deliveries sent at once to this endpoint. Empty: the relay's "
+                f"default, {settings.ENDPOINT_MAX_IN_FLIGHT}."
+            )
         self.fields["known_event_types"].choices = [(t, t) for t in seen_types]
         if seen_types:
             self.fields["event_types"].help_text = (
@@ -254,72 +265,15 @@ class EndpointForm(forms.Form):
         }
         return cls(initial=initial, **kwargs)
 
-    # Shown folded under "Advanced": most endpoints never set them.
-    ADVANCED = (
-        "max_attempts",
-        "retry_schedule",
-        "timeout_seconds",
-        "permanent_statuses",
-        "rate_limit_per_second",
-        "filter",
-        "remove_headers",
-        "headers",
-        "max_in_flight",
-        "ordered",
-        "signing",
-    )
-
-    @property
-    def _of_some_kinds(self) -> set[str]:
-        """The fields only some kinds have (the picker's groups)."""
-        names = {"kind"}
-        for kind in self.kinds:
-            names.update(endpoint_kinds.kind_fields(kind))
-        return names
-
-    @property
-    def basic_fields(self) -> list:
-        skip = self._of_some_kinds.union(self.ADVANCED)
-        return [f for f in self if f.name not in skip]
-
-    @property
-    def kind_groups(self) -> list[endpoint_kinds.KindGroup]:
-        return endpoint_kinds.kind_groups(
-            self, kinds=self.kinds, chosen=self.kind_chosen
-        )
-
-    @property
-    def advanced_fields(self) -> list:
-        # In ADVANCED's order: the retry fields together, whatever the
-        # order they were added in.
-        return [self[name] for name in self.ADVANCED if name in self.fields]
-
-    @property
-    def advanced_open(self) -> bool:
-        """Unfolded when one of them has an error or a value: nothing set or
-        wrong is hidden."""
-        ignored = self._of_some_kinds - set(
-            endpoint_kinds.kind_fields(self.kind_chosen)
-        )
-        for field in self.advanced_fields:
-            if field.name in ignored:
-                continue
-            value = field.value()
-            # A choice left at its default (signing "v1") is not a value set.
-            default = self.fields[field.name].initial
-            if field.errors or (value not in (None, "", [], False, default)):
-                return True
-        return False
-
     def clean(self):
         data = super().clean()
         # The other kinds' fields are on the page for the picker's script
         # only: what they hold is neither checked nor read.
-        mine = set(endpoint_kinds.kind_fields(self.kind_chosen))
+        mine = self._fields_of(self.kind_chosen)
         for name in self._of_some_kinds - mine - {"kind"}:
             self.errors.pop(name, None)
             data.pop(name, None)
-        if self.kind_chosen != brokers.HTTP:
+        if self.kind_chosen in brokers.BROKER_KINDS:
             for name, message in endpoint_kinds.broker_errors(
                 data, stored_user=self.stored_user, password_set=self.password_set
             ).items():
@@ -388,6 +342,11 @@ class EndpointForm(forms.Form):
     def service_kwargs(self) -> dict:
         data = self.cleaned_data
         kind = self.kind_chosen
+        if kind == brokers.PULL:
+            return {
+                **pull_fields.pull_kwargs(data),
+                **self._common_kwargs(),
+            }
         if kind == brokers.HTTP:
             destination = {
                 "url": data["url"],
@@ -399,14 +358,22 @@ class EndpointForm(forms.Form):
             )
         return {
             **destination,
+            **self._common_kwargs(),
+            "rate_limit_per_second": data["rate_limit_per_second"],
+            "headers": self._headers_kept_and_written(),
+            "max_in_flight": data["max_in_flight"],
+        }
+
+    def _common_kwargs(self) -> dict:
+        """What every kind takes (the retry fields a pull endpoint has: all
+        but the timeout, which the form dropped for it)."""
+        data = self.cleaned_data
+        return {
             "description": data["description"],
             "event_types": list(data["known_event_types"])
             + split_types(data["event_types"]),
             **retry_fields.service_kwargs(self),
-            "rate_limit_per_second": data["rate_limit_per_second"],
             "filter": data["filter"],
-            "headers": self._headers_kept_and_written(),
-            "max_in_flight": data["max_in_flight"],
             "ordered": data["ordered"],
             **({"signing": data["signing"]} if data["signing"] else {}),
         }

@@ -1,6 +1,7 @@
 """The endpoint form's destination kinds (endpoints/brokers.py): which kinds
 a merchant is offered, the fields each broker kind adds, and how they become
-the service's url (with credentials) and target.
+the service's url (with credentials) and target. A pull endpoint has no
+destination at all (pull_fields.py).
 
 A broker URL on the form never carries credentials: the URL is shown back on
 the edit form, a password never is, so the user and password have fields of
@@ -16,6 +17,7 @@ from urllib.parse import quote
 from django import forms
 
 from endpoints import broker_fields, brokers
+from relayproject.portal import pull_fields
 
 # Shown under the broker URL, for the kind chosen: the schemes, what a path
 # means, and an example.
@@ -44,11 +46,12 @@ CREDENTIAL_FIELDS = ("broker_url", "broker_user", "broker_password")
 
 
 def offered_kinds(merchant) -> list[str]:
-    """HTTP, then the broker kinds the operator offers, in their usual order;
-    HTTP alone while no broker host may be used (nothing could be saved)."""
+    """HTTP, then the broker kinds the operator offers while a broker host may
+    be used (else none could be saved), then pull, which calls nothing and
+    so is offered everywhere."""
     if not broker_fields.broker_hosts_in_force(merchant):
-        return [brokers.HTTP]
-    return [brokers.HTTP, *broker_fields.kinds_offered()]
+        return [brokers.HTTP, brokers.PULL]
+    return [brokers.HTTP, *broker_fields.kinds_offered(), brokers.PULL]
 
 
 def chosen_kind(value: object, offered: Sequence[str]) -> str:
@@ -60,16 +63,22 @@ def kind_fields(kind: str) -> tuple[str, ...]:
     """The form fields that only `kind` has."""
     if kind == brokers.HTTP:
         return ("url", "test_receiver", "permanent_statuses")
+    if kind == brokers.PULL:
+        return ("visibility_timeout_seconds",)
     return (*CREDENTIAL_FIELDS, *brokers.TARGET_FIELDS[kind])
 
 
 def form_fields(
     *, kinds: Sequence[str], chosen: str, merchant
 ) -> dict[str, forms.Field]:
-    """The fields the broker kinds among `kinds` need (none for HTTP alone)."""
-    shown = [k for k in kinds if k != brokers.HTTP]
+    """The fields the broker kinds and pull among `kinds` need (none for HTTP
+    alone)."""
+    fields: dict[str, forms.Field] = {}
+    if brokers.PULL in kinds:
+        fields["visibility_timeout_seconds"] = pull_fields.visibility_field()
+    shown = [k for k in kinds if k in brokers.BROKER_KINDS]
     if not shown:
-        return {}
+        return fields
     hosts = broker_fields.broker_hosts_in_force(merchant)
     allowed = ", ".join(hosts[:HOSTS_SHOWN]) + (
         ", …" if len(hosts) > HOSTS_SHOWN else ""
@@ -92,7 +101,7 @@ def form_fields(
     url.kind_helps = [
         (k, f"{URL_HELP[k]} Allowed broker hosts: {allowed}.") for k in shown
     ]
-    fields: dict[str, forms.Field] = {
+    fields |= {
         "broker_url": url,
         "broker_user": forms.CharField(
             label="User",
@@ -228,9 +237,11 @@ def target_of(kind: str, data: Mapping[str, object]) -> dict[str, object]:
 
 def initial_for(endpoint) -> dict[str, object]:
     """An edited broker endpoint's fields as stored: its clean URL, target and
-    user; never its password."""
+    user, never its password; a pull endpoint's visibility timeout."""
     if endpoint.kind == brokers.HTTP:
         return {}
+    if endpoint.kind == brokers.PULL:
+        return {"visibility_timeout_seconds": endpoint.visibility_timeout_seconds}
     initial: dict[str, object] = {"broker_url": endpoint.url, **(endpoint.target or {})}
     if endpoint.broker_credentials:
         user, _ = brokers.credentials_split(endpoint.broker_credentials)
@@ -301,6 +312,7 @@ class KindGroup:
     kinds: tuple[str, ...]
     fields: list
     shown: bool
+    note: str = ""
 
 
 def kind_groups(form, *, kinds: Sequence[str], chosen: str) -> list[KindGroup]:
@@ -310,13 +322,20 @@ def kind_groups(form, *, kinds: Sequence[str], chosen: str) -> list[KindGroup]:
     if brokers.HTTP in kinds:
         fields = [form[n] for n in ("url", "test_receiver") if n in form.fields]
         groups.append(KindGroup((brokers.HTTP,), fields, chosen == brokers.HTTP))
-    on_brokers = tuple(k for k in kinds if k != brokers.HTTP)
+    on_brokers = tuple(k for k in kinds if k in brokers.BROKER_KINDS)
     if on_brokers:
         fields = [form[n] for n in CREDENTIAL_FIELDS]
         groups.append(KindGroup(on_brokers, fields, chosen in on_brokers))
     for kind in on_brokers:
         fields = [form[n] for n in brokers.TARGET_FIELDS[kind]]
         groups.append(KindGroup((kind,), fields, chosen == kind))
+    if brokers.PULL in kinds:
+        fields = [form["visibility_timeout_seconds"]]
+        groups.append(
+            KindGroup(
+                (brokers.PULL,), fields, chosen == brokers.PULL, pull_fields.PULL_NOTE
+            )
+        )
     return groups
 
 
@@ -324,4 +343,4 @@ def field_of_error(key: str, *, kind: str) -> str:
     """The form field a service error key names: "target.routing_key" is the
     routing key's, a broker kind's "url" the broker URL's."""
     name = key.removeprefix("target.")
-    return "broker_url" if name == "url" and kind != brokers.HTTP else name
+    return "broker_url" if name == "url" and kind in brokers.BROKER_KINDS else name

@@ -212,3 +212,29 @@ class RotateForm(forms.Form):
         service reads from the setting (whatever the operator made it)."""
         chosen = self.cleaned_data["overlap_seconds"]
         return None if chosen in (None, self.default) else chosen
+
+
+class ListenStartForm(forms.Form):
+    """A listen session started in the portal: which events it gets. The
+    service (deliveries.pull.sessions.session_start) checks the types."""
+
+    event_types = forms.CharField(
+        label="Event types",
+        required=False,
+        max_length=2000,
+        widget=forms.TextInput(attrs={"placeholder": "order.* payment.captured"}),
+        help_text=(
+            "Comma or space separated; 'order.*' matches every type that starts "
+            "with 'order.'. Empty: every type."
+        ),
+    )
+    description = forms.CharField(
+        label="Description",
+        required=False,
+        max_length=500,
+        widget=forms.TextInput(attrs={"placeholder": "e.g. Ana's laptop"}),
+        help_text="Tells it apart in the list. Empty: listen session.",
+    )
+
+    def event_types_asked(self) -> list[str]:
+        return split_types(self.cleaned_data["event_types"])

@@ -11,8 +11,9 @@ from django.db.models import Count, Prefetch, Q, QuerySet
 from deliveries import signing
 from deliveries.models import Attempt, Delivery, Event
 from deliveries.ops.stats import QUANTILES, WINDOW, percentile_cont
-from deliveries.request import outgoing_headers
-from deliveries.words import error_words
+from deliveries.request import TRANSPORT_HEADERS, outgoing_headers
+from deliveries.words import error_words, pull_error_words
+from endpoints import brokers
 from relayproject.lib import dbfeatures
 from relayproject.lib.pagination import keyset_page
 
@@ -160,7 +161,8 @@ class SentRequest:
     headers: list[tuple[str, str]]
     body: bytes
     # "recorded": the attempt's own record; "unrecorded": an attempt made
-    # before requests were kept (headers unknown); "next": nothing sent yet.
+    # before requests were kept (headers unknown); "next": nothing sent yet;
+    # "pulled": a pull endpoint's message, as each pull hands it out.
     source: str
     number: int
 
@@ -181,6 +183,8 @@ def delivery_request(*, delivery: Delivery) -> SentRequest:
         data=event.data,
     )
     attempts = list(delivery.attempts.all())
+    if delivery.endpoint.kind == brokers.PULL:
+        return _pulled_message(delivery, body)
     last = attempts[-1] if attempts else None
     if last is not None:
         if last.request_url is None:
@@ -200,6 +204,25 @@ def delivery_request(*, delivery: Delivery) -> SentRequest:
     return SentRequest(
         delivery.endpoint.url, list(headers.items()), body, "next", number
     )
+
+
+def _pulled_message(delivery: Delivery, body: bytes) -> SentRequest:
+    """A pull endpoint's message as its next pull hands it out. Nothing is
+    recorded of a pull: each signs it anew (deliveries/pull/rendering.py),
+    with no custom header and no transport header."""
+    finished = delivery.status in Delivery.Status.FINISHED
+    number = max(delivery.attempt_count, 1) if finished else delivery.attempt_count + 1
+    headers = outgoing_headers(
+        custom={},
+        event_id=delivery.event_id,
+        delivery_id=delivery.pk,
+        attempt=number,
+        timestamp="(set at each pull)",
+        signature="(v1,… one per live secret, at each pull)",
+    )
+    for name in TRANSPORT_HEADERS:
+        headers.pop(name, None)
+    return SentRequest("", list(headers.items()), body, "pulled", number)
 
 
 @dataclass(frozen=True)
@@ -313,9 +336,10 @@ class ErrorCount:
 
 
 def endpoint_errors(
-    *, endpoint_id: str, now: datetime, limit: int = 10
+    *, endpoint_id: str, now: datetime, limit: int = 10, pulled: bool = False
 ) -> list[ErrorCount]:
-    """The endpoint's failed attempts over 24 h, by error kind and status, most first."""
+    """The endpoint's failed attempts over 24 h, by error kind and status, most
+    first; pulled: a pull endpoint's, in its consumer's words."""
     rows = (
         Attempt.objects.filter(endpoint_id=endpoint_id, started_at__gte=now - WINDOW)
         .exclude(outcome=Attempt.Outcome.SUCCEEDED)
@@ -328,7 +352,12 @@ def endpoint_errors(
             kind,
             status,
             n,
-            error_words(error_kind=kind, error_message="", status_code=status) or kind,
+            (
+                pull_error_words(error_kind=kind, status_code=status)
+                if pulled
+                else error_words(error_kind=kind, error_message="", status_code=status)
+            )
+            or kind,
         )
         for kind, status, n in rows
     ]

@@ -12,6 +12,7 @@ from relayproject.portal.views import (
     endpoints,
     health,
     link,
+    listen,
     notifications,
     pause,
     recover,
@@ -74,6 +75,9 @@ urlpatterns = [
     path(EP + "example/", catalogue.endpoint_example, name="endpoint_example"),
     path(M + "event-types/", catalogue.catalogue, name="catalogue"),
     path(EP + "health/", health.endpoint_health, name="endpoint_health"),
+    path(EP + "end-session/", listen.listen_session_end, name="listen_session_end"),
+    path(M + "listen/", listen.listen_sessions, name="listen_sessions"),
+    path(M + "listen/start/", listen.listen_session_start, name="listen_session_start"),
     path(M + "deliveries/", deliveries.delivery_list, name="delivery_list"),
     path(
         M + "deliveries/replay/",

@@ -147,6 +147,19 @@ def test_every_operation_answers_in_the_shape_the_client_reads(
     assert c.publish_batch([{"merchant": slug, "type": "a.b", "data": {}}])[0].id
     c.delete_endpoint(slug, endpoint.id)
 
+    pull = c.create_endpoint(slug, kind="pull", visibility_timeout_seconds=60)
+    assert (pull.url, pull.visibility_timeout_seconds) == ("", 60)
+    session = c.listen_session_create(slug, event_types=["order.*"], description="t")
+    assert session.secret.startswith("whsec_") and session.secret not in repr(session)
+    assert [s.id for s in c.listen_session_list(slug)] == [session.id]
+    c.publish(merchant=slug, type="order.paid", data={"n": 2})
+    [message] = c.messages_pull(slug, session.id, limit=5)
+    assert c.messages_nack(slug, session.id, [message.id], retry_after_seconds=0)
+    [again] = c.messages_pull(slug, session.id)
+    assert c.messages_ack(slug, session.id, [again.id]).acked == [again.id]
+    c.listen_session_end(slug, session.id, reason="stopped")
+    assert c.listen_session_get(slug, session.id).state == "ended"
+
     ops = c.create_operational_endpoint(url=HOOK, event_types=["relay.*"])
     assert ops.id in [e.id for e in c.list_operational_endpoints()]
     assert c.get_operational_endpoint(ops.id).event_types == ["relay.*"]

@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 
 from deliveries.models import Delivery
+from deliveries.pull.sessions import session_start
 from deliveries.services import event_publish
 from relayproject.api import api
+from relayproject.lib.clock import utcnow
 from tests.support import factories
 from tests.support.api import assert_problem, row_counts
 
@@ -19,6 +21,9 @@ BODIES = {
         "since": "2020-01-01T00:00:00Z"
     },
     "/api/v1/merchants/{slug}/endpoints/{endpoint_id}/verify": {"challenge": "x"},
+    "/api/v1/merchants/{slug}/endpoints/{endpoint_id}/messages/ack": {"ids": ["x"]},
+    "/api/v1/merchants/{slug}/endpoints/{endpoint_id}/messages/nack": {"ids": ["x"]},
+    "/api/v1/merchants/{slug}/listen-sessions": {"description": "x"},
     "/api/v1/events": {"merchant": "globex", "type": "a.b", "data": {}},
     "/api/v1/events/batch": {
         "events": [
@@ -77,14 +82,27 @@ def globex_ids(other_merchant):
         "endpoint_id": endpoint.pk,
         "event_id": event.pk,
         "delivery_id": delivery.pk,
+        # Where a route takes only its own kind of endpoint, one of that kind,
+        # so a 404 there says "not yours", not "not a pull endpoint".
+        "pull_id": factories.endpoint(other_merchant, url="", kind="pull").pk,
+        "session_id": session_start(merchant=other_merchant, now=utcnow()).pk,
     }
+
+
+def _url(path: str, ids: dict) -> str:
+    if "/messages" in path:
+        ids = {**ids, "endpoint_id": ids["pull_id"]}
+    elif "/listen-sessions/" in path:
+        ids = {**ids, "endpoint_id": ids["session_id"]}
+    return path.removeprefix("/api/v1").format(**ids)
 
 
 def test_every_route_names_another_merchants_object():
     routes = _routes()
-    # The merchant-scoped operations of CONTRACT section 3, and PATCH
-    # /merchants/{slug} (a merchant's retry policy defaults).
-    assert len({(method, path) for method, path, _ in routes}) == 18
+    # The merchant-scoped operations of CONTRACT section 3, PATCH
+    # /merchants/{slug} (a merchant's retry policy defaults), and section 8's
+    # messages (pull, ack, nack) and listen sessions (start, list, get, end).
+    assert len({(method, path) for method, path, _ in routes}) == 25
     for _, path, query in routes:
         assert "{" in path or query or path in BODIES, path
 
@@ -93,7 +111,7 @@ def test_every_route_names_another_merchants_object():
 def test_scoped_key_gets_404_for_another_merchants_objects(
     scoped, globex_ids, method, path, query
 ):
-    url = path.removeprefix("/api/v1").format(**globex_ids)
+    url = _url(path, globex_ids)
     if query:
         url += "?" + query.format(**globex_ids)
     before = row_counts()

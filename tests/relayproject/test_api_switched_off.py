@@ -7,9 +7,11 @@ from __future__ import annotations
 import pytest
 
 from deliveries.models import Delivery
+from deliveries.pull.sessions import session_start
 from deliveries.services import event_publish
 from endpoints.models import Merchant
 from relayproject.api import api
+from relayproject.lib.clock import utcnow
 from tests.support import factories
 from tests.support.api import assert_problem, row_counts
 
@@ -27,6 +29,9 @@ BODIES = {
         "since": "2020-01-01T00:00:00Z"
     },
     "/api/v1/merchants/{slug}/endpoints/{endpoint_id}/verify": {"challenge": "x"},
+    "/api/v1/merchants/{slug}/endpoints/{endpoint_id}/messages/ack": {"ids": ["x"]},
+    "/api/v1/merchants/{slug}/endpoints/{endpoint_id}/messages/nack": {"ids": ["x"]},
+    "/api/v1/merchants/{slug}/listen-sessions": {"description": "x"},
     "/api/v1/events": {"merchant": "acme", "type": "a.b", "data": {}},
     "/api/v1/events/batch": {
         "events": [
@@ -57,6 +62,11 @@ def _routes(*, writes: bool | None = None, for_merchant: bool = False) -> list:
 
 
 def _url(path: str, ids: dict) -> str:
+    # Where a route takes only its own kind of endpoint, one of that kind.
+    if "/messages" in path:
+        ids = {**ids, "endpoint_id": ids["pull_id"]}
+    elif "/listen-sessions/" in path:
+        ids = {**ids, "endpoint_id": ids["session_id"]}
     url = path.removeprefix("/api/v1").format(**ids)
     return url + "?merchant=acme" if url == "/deliveries" else url
 
@@ -74,6 +84,8 @@ def acme_ids(merchant, other_merchant) -> dict:
     event = event_publish(merchant=merchant, type="a.b", data={})
     delivery = event.created_deliveries[0]
     Delivery.objects.filter(pk=delivery.pk).update(status=Delivery.Status.DEAD)
+    pull = factories.endpoint(merchant, url="", kind="pull")
+    session = session_start(merchant=merchant, now=utcnow())
     Merchant.objects.filter(pk=merchant.pk).update(is_active=False)
     return {
         "slug": "acme",
@@ -81,14 +93,18 @@ def acme_ids(merchant, other_merchant) -> dict:
         "event_id": event.pk,
         "delivery_id": delivery.pk,
         "name": "a.b",
+        "pull_id": pull.pk,
+        "session_id": session.pk,
     }
 
 
 def test_the_routes_for_a_merchant_are_those_of_the_contract():
     # Each names acme: by its slug, an object of its, or its slug in the body
-    # (PATCH /merchants/{slug}: its retry policy defaults).
-    assert len(_routes(writes=True, for_merchant=True)) == 12
-    assert len(_routes(writes=False, for_merchant=True)) == 6
+    # (PATCH /merchants/{slug}: its retry policy defaults). Section 8 adds
+    # ack, nack, starting and ending a listen session (writes), and pulling
+    # (which leases nothing while the merchant is off) and reading sessions.
+    assert len(_routes(writes=True, for_merchant=True)) == 16
+    assert len(_routes(writes=False, for_merchant=True)) == 9
 
 
 @pytest.mark.parametrize(("method", "path"), _routes())

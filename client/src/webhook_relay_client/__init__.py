@@ -16,6 +16,7 @@ from webhook_relay_client.errors import (
     TransportError,
 )
 from webhook_relay_client.models import (
+    AckResult,
     Attempt,
     Delivery,
     DeliveryDetail,
@@ -26,7 +27,11 @@ from webhook_relay_client.models import (
     EventDetail,
     EventType,
     Held,
+    ListenSession,
+    ListenSessionCreated,
     Merchant,
+    Message,
+    NackResult,
     Page,
     PortalSession,
     RecoverResult,
@@ -43,6 +48,7 @@ from webhook_relay_client.version import __version__
 
 __all__ = [
     "UNSET",
+    "AckResult",
     "Answer",
     "ApiError",
     "Attempt",
@@ -58,7 +64,11 @@ __all__ = [
     "FieldError",
     "Held",
     "InvalidSignature",
+    "ListenSession",
+    "ListenSessionCreated",
     "Merchant",
+    "Message",
+    "NackResult",
     "Page",
     "Paginator",
     "PortalSession",

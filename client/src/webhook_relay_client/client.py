@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from webhook_relay_client.events import EventCalls
 from webhook_relay_client.merchants import MerchantCalls
+from webhook_relay_client.pull import PullCalls
 
 
-class Client(MerchantCalls, EventCalls):
+class Client(MerchantCalls, EventCalls, PullCalls):
     """A client of one relay's REST API (/api/v1/).
 
     >>> client = Client("https://relay.example.com", api_key)

@@ -99,7 +99,7 @@ class EventCalls(BaseClient):
     def create_operational_endpoint(
         self,
         *,
-        url: str,
+        url: str | None = None,
         kind: str | None = None,
         target: dict[str, Any] | None = None,
         description: str | None = None,
@@ -116,6 +116,7 @@ class EventCalls(BaseClient):
         timeout_seconds: float | None = None,
         auth: dict[str, Any] | None = None,
         tls: dict[str, Any] | None = None,
+        visibility_timeout_seconds: int | None = None,
     ) -> EndpointCreated:
         """An endpoint for the relay's own relay.* events (platform keys only)."""
         body = given(
@@ -136,6 +137,7 @@ class EventCalls(BaseClient):
             timeout_seconds=timeout_seconds,
             auth=auth,
             tls=tls,
+            visibility_timeout_seconds=visibility_timeout_seconds,
         )
         data, answer = self._call("POST", OPERATIONAL, body=body)
         return self._build(EndpointCreated, data, answer)
@@ -170,6 +172,7 @@ class EventCalls(BaseClient):
         is_active: bool = UNSET,
         auth: dict[str, Any] | None = UNSET,
         tls: dict[str, Any] | None = UNSET,
+        visibility_timeout_seconds: int | None = UNSET,
     ) -> Endpoint:
         """Change only the fields given, as update_endpoint does."""
         body = fields(
@@ -191,6 +194,7 @@ class EventCalls(BaseClient):
             is_active=is_active,
             auth=auth,
             tls=tls,
+            visibility_timeout_seconds=visibility_timeout_seconds,
         )
         path = f"{OPERATIONAL}/{segment(endpoint_id)}"
         data, answer = self._call("PATCH", path, body=body)

@@ -76,7 +76,7 @@ class MerchantCalls(BaseClient):
         self,
         merchant: str,
         *,
-        url: str,
+        url: str | None = None,
         kind: str | None = None,
         target: dict[str, Any] | None = None,
         description: str | None = None,
@@ -93,6 +93,7 @@ class MerchantCalls(BaseClient):
         signing: str | None = None,
         auth: dict[str, Any] | None = None,
         tls: dict[str, Any] | None = None,
+        visibility_timeout_seconds: int | None = None,
     ) -> EndpointCreated:
         """A new endpoint; the answer's `secret` (whsec_...) is shown only here.
 
@@ -100,7 +101,9 @@ class MerchantCalls(BaseClient):
         or "mqtt" publish to the broker `url` names (user:password in it are
         kept encrypted; answers show the password as ***) at `target`, e.g.
         {"exchange": "hooks", "routing_key": "orders"}, {"subject"},
-        {"stream", "maxlen"}, {"topic"}. `auth` ({"type": "basic", ...} or
+        {"stream", "maxlen"}, {"topic"}. "pull" takes no `url`: its consumer
+        fetches its messages (messages_pull), each leased for
+        `visibility_timeout_seconds` (1 to 43200; None: the relay's default). `auth` ({"type": "basic", ...} or
         {"type": "oauth2", ...}) and `tls` ({"client_cert", "client_key",
         "ca_bundle"?} or {"pkcs12", "password"?}): HTTP only, write-only
         secrets (answers show neither the password, client secret nor key)."""
@@ -122,6 +125,7 @@ class MerchantCalls(BaseClient):
             signing=signing,
             auth=auth,
             tls=tls,
+            visibility_timeout_seconds=visibility_timeout_seconds,
         )
         path = f"/merchants/{segment(merchant)}/endpoints"
         data, answer = self._call("POST", path, body=body)
@@ -160,6 +164,7 @@ class MerchantCalls(BaseClient):
         is_active: bool = UNSET,
         auth: dict[str, Any] | None = UNSET,
         tls: dict[str, Any] | None = UNSET,
+        visibility_timeout_seconds: int | None = UNSET,
     ) -> Endpoint:
         """Change only the fields given; None clears max_attempts,
         retry_schedule, timeout_seconds (back to the merchant's default),
@@ -187,6 +192,7 @@ class MerchantCalls(BaseClient):
             is_active=is_active,
             auth=auth,
             tls=tls,
+            visibility_timeout_seconds=visibility_timeout_seconds,
         )
         path = _endpoint_at(merchant, endpoint_id)
         data, answer = self._call("PATCH", path, body=body)

@@ -75,8 +75,8 @@ class Endpoint(_Answer):
 
     id: str
     merchant: str
-    kind: str
-    url: str  # a broker's with its password shown as ***
+    kind: str  # "http", "rabbitmq", "nats", "redis", "mqtt" or "pull"
+    url: str  # a broker's with its password shown as ***; "" for pull
     target: dict
     has_credentials: bool
     description: str
@@ -100,6 +100,9 @@ class Endpoint(_Answer):
     auth: dict | None
     # {"subject", "not_after", "ca_bundle", "expires_soon", "expired"}: never the key.
     tls: dict | None
+    # A pull endpoint's own lease of a pulled message; None: the relay's default.
+    visibility_timeout_seconds: int | None
+    listen_session: bool  # made by `listen` for one run of it
     breaker_state: str
     verification: Verification
     created_at: str
@@ -250,6 +253,59 @@ class DeliveryDetail(Delivery):
 class Replayed(_Answer):
     id: str
     status: str
+
+
+@dataclass(frozen=True)
+class Message(_Answer):
+    """A pulled message, leased to this consumer until lease_expires_at: ack
+    or nack it by id before then."""
+
+    id: str  # the delivery's
+    attempt: int  # counted from 1, as X-Relay-Attempt
+    # As a POST would carry them: webhook-id, webhook-timestamp,
+    # webhook-signature, X-Relay-*, Content-Type.
+    headers: dict[str, str]
+    body: str  # the exact body: its UTF-8 bytes are what the signature covers
+    lease_expires_at: str
+
+
+@dataclass(frozen=True)
+class AckResult(_Answer):
+    acked: list[str]
+    # Not this endpoint's, never handed out, already answered, or leased past
+    # its time: nothing changed for these.
+    rejected: list[str]
+
+
+@dataclass(frozen=True)
+class NackResult(_Answer):
+    nacked: list[str]
+    rejected: list[str]
+
+
+@dataclass(frozen=True)
+class ListenSession(_Answer):
+    """A pull endpoint made for one run of `listen`; `id` is its endpoint's."""
+
+    id: str
+    description: str
+    event_types: list[str]
+    filter: dict | None
+    state: str  # "live" or "ended"
+    created_at: str
+    # When it ends unless pulled before; once ended, when it ended.
+    expires_at: str | None
+    last_pulled_at: str | None
+    ended_reason: str  # "" while live
+    signing: str  # "v1" (HMAC with the secret), "v1a" (Ed25519) or "both"
+    public_key: str | None  # whpk_...: checks the v1a signature; None with v1
+
+
+@dataclass(frozen=True)
+class ListenSessionCreated(ListenSession):
+    """A listen session as started: with its signing secret, shown only here."""
+
+    secret: str = field(repr=False)
 
 
 @dataclass(frozen=True)

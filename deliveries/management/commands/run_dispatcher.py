@@ -8,7 +8,7 @@ import signal
 from dataclasses import asdict
 
 from django.conf import settings
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from deliveries.dispatch.brokers import KindSender
 from deliveries.dispatch.dispatcher import Dispatcher
@@ -23,6 +23,7 @@ from deliveries.dispatch.maintenance import (
     GaugeRefresher,
     Maintenance,
     PartitionKeeper,
+    PullUpkeep,
     StatsRefresher,
 )
 from deliveries.dispatch.sendloop import DEADLINE_GRACE_SECONDS
@@ -30,6 +31,7 @@ from deliveries.dispatch.session import limit_dispatcher_sessions
 from deliveries.dispatch.transport import AsyncSender, open_files_allow
 from deliveries.dispatch.wakeup import make_waker
 from deliveries.notifications.step import OperationalCheck
+from deliveries.pull.leasing import PULLED_BY
 from relayproject.lib import dbfeatures
 from relayproject.lib.clock import SystemClock
 from relayproject.lib.collector import collector_settle
@@ -61,6 +63,10 @@ class Command(BaseCommand):
         parser.add_argument("--lease-seconds", type=float, default=None)
 
     def handle(self, *args, **options) -> None:
+        if options["worker_id"] == PULLED_BY:
+            # The claimed_by of every pull lease (deliveries/pull/leasing.py):
+            # a dispatcher under it would take those leases for its own.
+            raise CommandError(f"--worker-id {PULLED_BY!r} is reserved for pull leases")
         batch_size = max(1, options["batch_size"])
         concurrency = max(1, options["concurrency"])
         # The longest attempt an endpoint's own timeout_seconds may ask for
@@ -150,6 +156,7 @@ class Command(BaseCommand):
                 GaugeRefresher(clock=clock),
                 StatsRefresher(clock=clock),
                 PartitionKeeper(clock=clock),
+                PullUpkeep(clock=clock),
                 OperationalCheck(),
             ),
             liveness=liveness,

@@ -15,6 +15,8 @@ SECTIONS = {
     "catalogue": "catalogue",
     "notifications": "notifications",
     "notification_settings": "notifications",
+    "listen_sessions": "listen",
+    "listen_session_start": "listen",
 }
 TABS = {
     "endpoint_detail": "overview",

@@ -12,8 +12,9 @@ from deliveries.models import Delivery
 from deliveries.notifications.selectors import is_failing
 from deliveries.ops.held import delivery_held
 from deliveries.publish.validation import EventsRefused
+from deliveries.pull.leasing import visibility_seconds
 from deliveries.services import event_publish
-from endpoints import probes
+from endpoints import brokers, probes
 from endpoints.models import Endpoint
 from endpoints.retry_policy import policy_in_force, schedule_words
 from relayproject.lib.clock import utcnow
@@ -94,11 +95,22 @@ def _log(request: HttpRequest, access: Access, *, endpoint_id: str | None):
 
 
 def _with_held(deliveries) -> list:
-    """Each row with why it waits, in the words the admin and API use too, and
-    its endpoint's URL shortened to fit the column."""
+    """Each row with why it waits, in the words the admin and API use too,
+    its endpoint's URL shortened to fit the column ("" for a pull endpoint,
+    which has none), and its last failure in words (a pull endpoint's in
+    its consumer's)."""
     now = utcnow()
     return [
-        (d, delivery_held(delivery=d, now=now), short_url(d.endpoint.url))
+        (
+            d,
+            delivery_held(delivery=d, now=now),
+            short_url(d.endpoint.url) if d.endpoint.url else "",
+            words.pull_last_error_words(last_error=d.last_error)
+            if d.endpoint.kind == brokers.PULL
+            else words.last_error_words(
+                last_error=d.last_error, status_code=d.last_status_code
+            ),
+        )
         for d in deliveries
     ]
 
@@ -142,7 +154,8 @@ def delivery_detail(request: HttpRequest, access: Access) -> HttpResponse:
     # Each attempt says by its recorded URL whether it went to a broker (the
     # endpoint may have changed since); one made before URLs were kept, by
     # the endpoint's kind now.
-    to_broker_now = endpoint.kind != "http"
+    pulled = endpoint.kind == brokers.PULL
+    to_broker_now = endpoint.kind in brokers.BROKER_KINDS
     rows = [
         (a, is_broker_url(a.request_url) if a.request_url else to_broker_now)
         for a in attempts
@@ -158,7 +171,8 @@ def delivery_detail(request: HttpRequest, access: Access) -> HttpResponse:
             "attempt_rows": rows,
             "answer_heading": answer_heading([broker for _, broker in rows]),
             # A column of dashes says nothing: no status when no attempt had one.
-            "show_status": not rows or not all(broker for _, broker in rows),
+            "show_status": not pulled
+            and (not rows or not all(broker for _, broker in rows)),
             "sent_to_broker": is_broker_url(sent.url) if sent.url else to_broker_now,
             "target": target_words(endpoint.kind, endpoint.target),
             # A replay of a succeeded delivery waits with a 200 as its last
@@ -173,12 +187,23 @@ def delivery_detail(request: HttpRequest, access: Access) -> HttpResponse:
             "progress": words.attempt_progress(
                 attempts_used=used, max_attempts=max_attempts
             ),
-            "last_failure": words.last_error_words(
+            "last_failure": words.pull_last_error_words(last_error=delivery.last_error)
+            if pulled
+            else words.last_error_words(
                 last_error=delivery.last_error, status_code=delivery.last_status_code
             ),
-            "stop_reason": words.stop_reason(
+            "stop_reason": words.pull_stop_reason(
+                status=delivery.status,
+                attempts=attempts,
+                attempts_used=used,
+                last_error=delivery.last_error,
+            )
+            if pulled
+            else words.stop_reason(
                 status=delivery.status, attempts=attempts, attempts_used=used
             ),
+            "pulled": pulled,
+            "visibility_seconds": visibility_seconds(endpoint) if pulled else None,
             "sent": sent,
             "sent_body": body,
             "body_bytes": len(sent.body),

@@ -18,7 +18,7 @@ from deliveries.notifications.selectors import (
     is_failing,
 )
 from deliveries.selectors import endpoint_unfinished
-from endpoints import quotas, services
+from endpoints import brokers, quotas, services
 from endpoints.catalogue import catalogue_names, merchant_types
 from endpoints.filtering import filter_errors, filter_matches
 from endpoints.matching import subscribes_to
@@ -28,7 +28,7 @@ from endpoints.words import breaker_words, degraded_words, state_label
 from relayproject.demo import demo_enabled, demo_endpoint_url
 from relayproject.lib.clock import utcnow
 from relayproject.lib.limits import LimitExceeded
-from relayproject.portal import endpoint_kinds
+from relayproject.portal import endpoint_kinds, pulling
 from relayproject.portal.access import READ, WRITE, Access, portal_view
 from relayproject.portal.endpoint_form import EndpointForm
 from relayproject.portal.present import (
@@ -40,6 +40,7 @@ from relayproject.portal.present import (
 )
 from relayproject.portal.selectors import event_types_seen, events_recent
 from relayproject.portal.views.common import page
+from relayproject.portal.views.listen import session_refusal
 
 BOTH = READ + WRITE
 
@@ -98,8 +99,12 @@ def _filter_preview(access: Access, form: EndpointForm) -> list | None:
 
 @portal_view()
 def endpoint_list(request: HttpRequest, access: Access) -> HttpResponse:
-    endpoints = endpoints_of_merchant(merchant_id=access.merchant.pk).select_related(
-        "watch"
+    # An ended listen session only waits to be deleted, counted by no quota:
+    # the Listen page and its deliveries' pages still reach it.
+    endpoints = (
+        endpoints_of_merchant(merchant_id=access.merchant.pk)
+        .select_related("watch")
+        .exclude(listen_session=True, is_active=False)
     )
     below = settings.DEGRADED_SUCCESS_RATE
     rows = []
@@ -339,6 +344,7 @@ def endpoint_detail(request: HttpRequest, access: Access) -> HttpResponse:
             "credentials": credentials_words(endpoint.broker_credentials or ""),
             "headers_carried": HEADERS_CARRIED.get(endpoint.kind, ""),
             **credentials_state(endpoint, now=utcnow()),
+            **pulling.pull_context(endpoint),
         },
     )
     if revealed:
@@ -349,6 +355,8 @@ def endpoint_detail(request: HttpRequest, access: Access) -> HttpResponse:
 def enable_message(endpoint) -> str:
     """What "Enable" did, from the endpoint's rows after it."""
     left = endpoint_unfinished(endpoint_id=endpoint.pk, now=utcnow())
+    if endpoint.kind == brokers.PULL:
+        return words.pull_enable_message(due=left.due, later=left.later)
     return words.enable_message(due=left.due, later=left.later)
 
 
@@ -358,6 +366,8 @@ def reveal_key(endpoint_id: str) -> str:
 
 @portal_view(methods=WRITE)
 def endpoint_toggle(request: HttpRequest, access: Access) -> HttpResponse:
+    if refused := session_refusal(request, access):
+        return refused
     endpoint = access.endpoint
     if endpoint.is_active:
         services.endpoint_disable(
@@ -365,7 +375,12 @@ def endpoint_toggle(request: HttpRequest, access: Access) -> HttpResponse:
             reason=f"disabled in the portal by {request.user}",
             by=f"merchant:{request.user}",
         )
-        messages.success(request, "Endpoint disabled: nothing is sent to it.")
+        messages.success(
+            request,
+            "Endpoint disabled: its consumer gets nothing from it."
+            if endpoint.kind == brokers.PULL
+            else "Endpoint disabled: nothing is sent to it.",
+        )
     else:
         services.endpoint_enable(endpoint=endpoint)
         messages.success(request, enable_message(endpoint))
@@ -377,6 +392,7 @@ def endpoint_delete(request: HttpRequest, access: Access) -> HttpResponse:
     if request.method == "POST":
         endpoint_id, url = access.endpoint.pk, access.endpoint.url
         services.endpoint_delete(endpoint=access.endpoint)
-        messages.success(request, f"Endpoint {endpoint_id} ({url}) deleted.")
+        said = f"Endpoint {endpoint_id} ({url}) deleted." if url else ""
+        messages.success(request, said or f"Endpoint {endpoint_id} deleted.")
         return redirect("portal:endpoint_list", access.merchant.slug)
     return page(request, access, "endpoint_delete.html")

@@ -5,6 +5,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 
+from deliveries.pull.leasing import visibility_seconds
+from endpoints import brokers
 from endpoints.words import breaker_words, degraded_words, slow_words, state_label
 from relayproject.lib.clock import utcnow
 from relayproject.portal.access import Access, portal_view
@@ -39,6 +41,9 @@ def endpoint_health(request: HttpRequest, access: Access) -> HttpResponse:
                 health, base_threshold=settings.BREAKER_FAILURE_THRESHOLD
             ),
             "degraded": degraded_words(health, below=below),
-            "errors": endpoint_errors(endpoint_id=endpoint.pk, now=now),
+            "errors": endpoint_errors(
+                endpoint_id=endpoint.pk, now=now, pulled=endpoint.kind == brokers.PULL
+            ),
+            "visibility_seconds": visibility_seconds(endpoint),
         },
     )

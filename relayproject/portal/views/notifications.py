@@ -19,6 +19,7 @@ from deliveries.notifications.announce import notification_settings
 from deliveries.notifications.mail import owner_addresses
 from deliveries.notifications.models import NotificationAddress
 from deliveries.selectors import endpoint_unfinished
+from endpoints import brokers
 from relayproject.lib.clock import utcnow
 from relayproject.portal.access import READ, WRITE, Access, portal_view
 from relayproject.portal.notification_forms import (
@@ -27,6 +28,7 @@ from relayproject.portal.notification_forms import (
     NotificationsForm,
 )
 from relayproject.portal.views.common import page
+from relayproject.portal.views.listen import session_refusal
 
 
 def _initial(access: Access) -> dict:
@@ -173,15 +175,18 @@ def _ask_again(request: HttpRequest, access: Access) -> HttpResponse:
 @portal_view(methods=WRITE)
 def endpoint_reenable(request: HttpRequest, access: Access) -> HttpResponse:
     """Enable, and send the held deliveries now rather than at their retry time."""
+    if refused := session_refusal(request, access):
+        return refused
     services.endpoint_reenable(endpoint=access.endpoint, retry_held=True, now=utcnow())
     # Said from the rows as they are after it, not from what it meant to do.
     left = endpoint_unfinished(endpoint_id=access.endpoint.pk, now=utcnow())
-    messages.success(
-        request,
-        words.reenable_message(
+    if access.endpoint.kind == brokers.PULL:
+        said = words.pull_enable_message(due=left.due, later=left.later)
+    else:
+        said = words.reenable_message(
             due=left.due,
             in_flight=left.in_flight,
             rate_limit=access.endpoint.rate_limit_per_second,
-        ),
-    )
+        )
+    messages.success(request, said)
     return redirect("portal:endpoint_detail", access.merchant.slug, access.endpoint.pk)

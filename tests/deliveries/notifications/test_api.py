@@ -83,3 +83,15 @@ def test_rotation_with_overlap_0_leaves_only_the_new_secret_signing(platform):
     assert rotated.status_code == 200
     signing = live_secrets(endpoint_ids=[ep], now=utcnow())[ep]
     assert signing == [rotated.json()["secret"]]
+
+
+def test_operational_events_are_sent_not_pulled(platform):
+    response = platform.post("/operational-endpoints", {"kind": "pull"})
+    assert response.status_code == 422
+    assert response["Content-Type"] == PROBLEM
+    assert response.json()["errors"][0]["loc"][-1] == "kind"
+    assert not Endpoint.objects.exists()
+    ep = platform.post("/operational-endpoints", {"url": URL}).json()["id"]
+    changed = platform.patch(f"/operational-endpoints/{ep}", {"kind": "pull"})
+    assert changed.status_code == 422
+    assert Endpoint.objects.get(pk=ep).kind == "http"

@@ -14,6 +14,7 @@ from deliveries.dispatch.heartbeat import Heartbeat, heartbeat_touch
 from deliveries.dispatch.maintenance import GaugeRefresher
 from deliveries.models import DispatcherHeartbeat
 from deliveries.ops import alerts
+from deliveries.pull.sessions import session_end, session_start
 from endpoints.probes import endpoint_breaker_open
 from endpoints.services import endpoint_disable
 from relayproject.lib.clock import utcnow
@@ -152,3 +153,12 @@ def test_the_alert_list_is_one_list_others_can_extend(monkeypatch):
     extra = alerts.Alert("custom", "An operational endpoint is dead.")
     monkeypatch.setattr(alerts, "CHECKS", [*alerts.CHECKS, lambda summary: [extra]])
     assert kinds(NOW) == ["custom"]
+
+
+def test_an_ended_listen_session_is_no_disabled_endpoint_alert(admin_client):
+    now = utcnow()
+    session = session_start(merchant=factories.merchant(), now=now)
+    session_end(endpoint=session, why="stopped", now=now)
+
+    assert kinds(now) == []
+    assert alerts.endpoints_disabled_count() == 0

@@ -76,7 +76,7 @@ def rabbit_endpoint(world, **kwargs) -> Endpoint:
 def test_every_offered_kind_is_picked_with_http_the_default(client, world):
     client.force_login(world.owner)
     html = client.get(create_url(world)).content.decode()
-    assert kinds_offered(html) == ["http", "rabbitmq", "nats", "redis", "mqtt"]
+    assert kinds_offered(html) == ["http", "rabbitmq", "nats", "redis", "mqtt", "pull"]
     assert re.search(r'value="http"[^>]*checked', html)
     assert not group_hidden(html, "http")
     assert group_hidden(html, "rabbitmq nats redis mqtt")
@@ -85,10 +85,11 @@ def test_every_offered_kind_is_picked_with_http_the_default(client, world):
 @pytest.mark.parametrize(
     ("hosts", "merchant_hosts", "kinds", "offered"),
     [
-        ([], None, ["rabbitmq", "nats"], []),  # no host may be used: HTTP alone
+        # Pull calls nothing the operator lists: it is always offered.
+        ([], None, ["rabbitmq", "nats"], []),  # no host may be used: no broker
         (HOSTS, [], ["rabbitmq", "nats"], []),  # staff gave this merchant none
-        ([], ["127.0.0.1:4222"], ["rabbitmq", "nats"], ["http", "rabbitmq", "nats"]),
-        (HOSTS, None, ["nats"], ["http", "nats"]),
+        ([], ["127.0.0.1:4222"], ["rabbitmq", "nats"], ["rabbitmq", "nats"]),
+        (HOSTS, None, ["nats"], ["nats"]),
         (HOSTS, None, [], []),  # the feature turned off
     ],
 )
@@ -101,10 +102,9 @@ def test_the_picker_offers_only_the_kinds_that_could_be_saved(
     world.mine.merchant.save()
     client.force_login(world.owner)
     html = client.get(create_url(world, kind="rabbitmq")).content.decode()
-    assert kinds_offered(html) == offered
+    assert kinds_offered(html) == ["http", *offered, "pull"]
     if not offered:
-        # HTTP alone: no picker, no broker field, the HTTP URL shown.
-        assert 'id="kind-picker"' not in html
+        # No broker kind: no broker field, the HTTP URL shown.
         assert 'name="broker_url"' not in html
         assert not group_hidden(html, "http")
 

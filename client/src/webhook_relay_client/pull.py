@@ -1,0 +1,105 @@
+"""Calls for pull endpoints (pull, ack, nack their messages) and listen
+sessions (the pull endpoints `listen` makes for itself)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from webhook_relay_client.base import BaseClient, given, segment
+from webhook_relay_client.errors import ApiError
+from webhook_relay_client.models import (
+    AckResult,
+    ListenSession,
+    ListenSessionCreated,
+    Message,
+    NackResult,
+)
+from webhook_relay_client.pagination import Paginator
+
+
+def _messages_at(merchant: str, endpoint_id: str) -> str:
+    return f"/merchants/{segment(merchant)}/endpoints/{segment(endpoint_id)}/messages"
+
+
+def _sessions_at(merchant: str) -> str:
+    return f"/merchants/{segment(merchant)}/listen-sessions"
+
+
+class PullCalls(BaseClient):
+    def messages_pull(
+        self, merchant: str, endpoint_id: str, limit: int = 10
+    ) -> list[Message]:
+        """Lease up to `limit` (1 to 100) due messages of a pull endpoint, each
+        this consumer's until its lease_expires_at; [] when none is due. An
+        ended listen session raises ProblemError with status 410; an endpoint
+        of another kind, 409."""
+        data, answer = self._call(
+            "GET", _messages_at(merchant, endpoint_id), query=given(limit=limit)
+        )
+        items = data.get("items") if isinstance(data, Mapping) else None
+        if not isinstance(items, list):
+            raise ApiError("unexpected answer: no items", status=answer.status)
+        return [self._build(Message, item, answer) for item in items]
+
+    def messages_ack(
+        self, merchant: str, endpoint_id: str, ids: Iterable[str]
+    ) -> AckResult:
+        """Mark pulled messages succeeded (1 to 100 ids). Ids whose lease ran
+        out, or that are not this endpoint's leased messages, come back in
+        `rejected`, unchanged: a rejected message is handed out again."""
+        path = _messages_at(merchant, endpoint_id) + "/ack"
+        data, answer = self._call("POST", path, body={"ids": list(ids)})
+        return self._build(AckResult, data, answer)
+
+    def messages_nack(
+        self,
+        merchant: str,
+        endpoint_id: str,
+        ids: Iterable[str],
+        retry_after_seconds: float | None = None,
+    ) -> NackResult:
+        """Record a failed attempt of each: due again after
+        retry_after_seconds (else the endpoint's retry policy), or dead when
+        it was the last attempt allowed. Rejected ids as for messages_ack."""
+        path = _messages_at(merchant, endpoint_id) + "/nack"
+        body = given(ids=list(ids), retry_after_seconds=retry_after_seconds)
+        data, answer = self._call("POST", path, body=body)
+        return self._build(NackResult, data, answer)
+
+    def listen_session_create(
+        self,
+        merchant: str,
+        event_types: list[str] | None = None,
+        filter: dict[str, Any] | None = None,
+        description: str | None = None,
+    ) -> ListenSessionCreated:
+        """Start a listen session: a pull endpoint (counted against the
+        endpoint quota) that ends when listen_session_end is called, or after
+        the relay's LISTEN_IDLE_SECONDS without a pull. Its `secret`
+        (whsec_...) is shown only here; its `id` is the endpoint_id to pull."""
+        body = given(event_types=event_types, filter=filter, description=description)
+        data, answer = self._call("POST", _sessions_at(merchant), body=body or None)
+        return self._build(ListenSessionCreated, data, answer)
+
+    def listen_session_list(
+        self, merchant: str, *, cursor: str | None = None, limit: int | None = None
+    ) -> Paginator[ListenSession]:
+        """The merchant's live listen sessions, newest first."""
+        return self._list(
+            _sessions_at(merchant), ListenSession, cursor=cursor, limit=limit
+        )
+
+    def listen_session_get(self, merchant: str, session_id: str) -> ListenSession:
+        """A live or ended session (`state`, and `ended_reason` once ended)."""
+        path = f"{_sessions_at(merchant)}/{segment(session_id)}"
+        return self._get(path, ListenSession)
+
+    def listen_session_end(
+        self, merchant: str, session_id: str, reason: str | None = None
+    ) -> None:
+        """End a session now: its unfinished messages go dead. reason
+        "stopped" says its command stopped (the default: ended over the
+        API). Ending an ended session is not an error."""
+        path = f"{_sessions_at(merchant)}/{segment(session_id)}"
+        self._call("DELETE", path, query=given(reason=reason))
