@@ -10,7 +10,7 @@ pending and delivering), so a claim costs the same with one row or 100,000
 behind a head, and retries, breakers, rate limits, leases and reclaims keep
 the order by keeping the head the only row that can be sent.
 
-Three writes touch a lane, each under the lane's transaction-level advisory
+Four writes touch a lane, each under the lane's transaction-level advisory
 lock, taken before it reads the lane, so that two of them never decide from
 the same picture:
 - a publish (`deliveries_enqueue`): the first new row of a lane with no
@@ -20,7 +20,10 @@ the same picture:
   (`lanes_advance`, in the same transaction as that record, which the
   lease fences): the lane's oldest waiting row becomes pending;
 - the claim that finds a head's lease expired with no attempt left (dead
-  on reclaim): `lanes_advance` too.
+  on reclaim): `lanes_advance` too, as do a pull endpoint's ack, nack and
+  lease expiry (deliveries/pull/);
+- a listen session's backlog trim (deliveries/pull/expiry.py), which takes
+  the locks of the lanes it trims before it locks their rows.
 Without the lock, a publish that read the lane before a record committed
 would park its row behind a head that is gone, and nobody would promote it;
 two publishes would both see an empty lane and make two heads.

@@ -303,7 +303,8 @@ class Endpoint(MerchantKeyed):
     # for one run of the client's listen command. It ends (disabled, its
     # unfinished messages dead) when the command stops or after
     # LISTEN_IDLE_SECONDS without a pull, and is deleted LISTEN_KEEP_ENDED_SECONDS
-    # later; an ended session no longer counts against the endpoint quota.
+    # later (or sooner: a merchant keeps at most 20 ended ones); an ended
+    # session no longer counts against the endpoint quota.
     listen_session = models.BooleanField(default=False, db_default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -36,6 +36,10 @@ from relayproject.lib.clock import utcnow
 
 logger = logging.getLogger(__name__)
 _UNSET = object()
+SESSION_NOT_SWITCHED = (
+    "A listen session is neither enabled nor disabled: end it with DELETE "
+    ".../listen-sessions/{id}, and start a new one to listen again."
+)
 
 
 def endpoint_create(
@@ -225,6 +229,10 @@ def endpoint_update(
     )
     if description is not _UNSET and len(description or "") > 500:
         errors["description"] = ["At most 500 characters."]
+    if endpoint.listen_session and is_active not in (_UNSET, None):
+        # Enabling an ended session would bring back an endpoint the quota no
+        # longer counts; disabling one would leave its messages pending.
+        errors["is_active"] = [SESSION_NOT_SWITCHED]
     credentials: dict = {}
     if endpoint.kind != brokers.PULL:  # a kind that stays (broker_fields.KIND_FIXED)
         credentials, problems = client_credentials.credentials_clean(

@@ -13,9 +13,9 @@ about once a second (deliveries/dispatch/maintenance.py, PullUpkeep):
   (its `listen` was killed) ends.
 - backlogs_trim: a live session holds at most LISTEN_MAX_BACKLOG unfinished
   messages; the oldest beyond it that no consumer holds go dead
-  (`listen_backlog_full`).
+  (`listen_backlog_full`), under their lanes' locks (deliveries/lanes.py).
 - ended_sessions_delete: an ended session goes, with its deliveries,
-  LISTEN_KEEP_ENDED_SECONDS after it ended.
+  LISTEN_KEEP_ENDED_SECONDS after it ended (or sooner: sessions.py).
 
 Time is a parameter. Each step runs its own short transactions, bounded per
 run, and returns what it did; pull_upkeep_log says it after commit. On Citus
@@ -34,7 +34,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Count, F
 
-from deliveries.lanes import lanes_advance
+from deliveries.lanes import lanes_advance, lanes_lock
 from deliveries.models import Attempt, Delivery, ErrorKind
 from deliveries.ops import counters
 from deliveries.pull.leasing import PULLED_BY, lost_attempt
@@ -49,6 +49,10 @@ logger = logging.getLogger(__name__)
 LEASES_PER_RUN = 500  # expired leases spent in one run; the rest the next second
 SESSIONS_PER_RUN = 20  # idle sessions ended, and full backlogs trimmed, per run
 DELETES_PER_RUN = 3  # ended sessions deleted per run: each may have many rows
+# Rows one trim transaction ends at most: it holds the lock of each of their
+# lanes (deliveries/lanes.py) to its end, and PostgreSQL's lock table is
+# finite; a bigger excess takes a few transactions.
+TRIM_BATCH = 500
 # The counters' shard of this upkeep (deliveries.ops.counters): one dispatcher
 # runs it at a time, so no other writer waits on its rows.
 COUNTER_SHARD = "pull-expiry"
@@ -265,34 +269,52 @@ def backlogs_trim(
     )
     trimmed = {}
     for endpoint_id, held in list(full)[:limit]:
-        if dead := _trim(
-            merchant_id=live[endpoint_id],
-            endpoint_id=endpoint_id,
-            excess=held - bound,
-            now=now,
-        ):
+        excess, dead = held - bound, 0
+        while excess > dead:
+            batch = _trim(
+                merchant_id=live[endpoint_id],
+                endpoint_id=endpoint_id,
+                excess=min(excess - dead, TRIM_BATCH),
+                now=now,
+            )
+            if not batch:
+                break
+            dead += batch
+        if dead:
             trimmed[endpoint_id] = dead
     return trimmed
 
 
 def _trim(*, merchant_id: int, endpoint_id: str, excess: int, now: datetime) -> int:
+    """The oldest `excess` trimmable rows of one session dead, in one
+    transaction; how many went (fewer when some are held, or changed since
+    they were counted: the next run counts again)."""
+    trimmable = Delivery.objects.filter(
+        merchant_id=merchant_id, endpoint_id=endpoint_id, status__in=TRIMMABLE
+    ).order_by("created_at", "pk")
     with transaction.atomic():
+        # Every write to a lane takes the lane's lock before it reads the lane
+        # (deliveries/lanes.py), this one too: else an ack of a lane's head,
+        # deciding which waiting row comes next while this marks it dead,
+        # promotes nothing and the lane stalls. The lanes of the rows to trim,
+        # read without locking, are locked first (sorted, as lanes_advance
+        # does), then the rows; only rows of those lanes are trimmed.
+        keys = set(trimmable.values_list("ordering_key", flat=True)[:excess])
+        if not keys:
+            return 0
+        lanes = [(merchant_id, endpoint_id, key) for key in keys if key]
+        lanes_lock(lanes)
         # Rows another transaction holds (a pull leasing them) are passed by:
-        # they are that pull's; the next run counts again.
+        # they are that pull's.
         oldest = list(
-            Delivery.objects.select_for_update(skip_locked=True, of=("self",))
-            .filter(
-                merchant_id=merchant_id,
-                endpoint_id=endpoint_id,
-                status__in=TRIMMABLE,
-            )
-            .order_by("created_at", "pk")
-            .values_list("pk", "status", "ordering_key")[:excess]
+            trimmable.select_for_update(skip_locked=True, of=("self",))
+            .filter(ordering_key__in=keys)
+            .values_list("pk", "ordering_key")[:excess]
         )
         if not oldest:
             return 0
         Delivery.objects.filter(
-            merchant_id=merchant_id, pk__in=[pk for pk, _, _ in oldest]
+            merchant_id=merchant_id, pk__in=[pk for pk, _ in oldest]
         ).update(
             status=Delivery.Status.DEAD,
             dead_at=now,
@@ -300,14 +322,10 @@ def _trim(*, merchant_id: int, endpoint_id: str, excess: int, now: datetime) -> 
             claimed_until=None,
             last_error=ErrorKind.LISTEN_BACKLOG_FULL,
         )
-        # A lane whose head went: its oldest waiting row left (if any) is next.
+        # A lane whose head went: its oldest waiting row left (if any) is
+        # next. A lane that keeps its head is left alone by lanes_advance.
         lanes_advance(
-            lanes=[
-                (merchant_id, endpoint_id, key)
-                for _, status, key in oldest
-                if status == Delivery.Status.PENDING
-            ],
-            now=now,
+            lanes=[(merchant_id, endpoint_id, key) for _, key in oldest], now=now
         )
         counters.counters_add(
             shard=COUNTER_SHARD,
@@ -327,8 +345,25 @@ def ended_sessions_delete(*, now: datetime, limit: int = DELETES_PER_RUN) -> lis
     )
     deleted = []
     for endpoint in ended:
-        deleted.append(endpoint.pk)  # delete() forgets it
-        endpoint_delete(endpoint=endpoint)
+        with transaction.atomic():
+            # Locked and read again, SKIP LOCKED: a session a start is
+            # deleting right now (sessions.ended_sessions_prune) is passed by,
+            # so two deleters never wait on, nor deadlock over, its rows.
+            still_ended = list(
+                Endpoint.objects.select_for_update(skip_locked=True, of=("self",))
+                .filter(
+                    merchant_id=endpoint.merchant_id,
+                    pk=endpoint.pk,
+                    listen_session=True,
+                    is_active=False,
+                )
+                .order_by()  # no join to the merchant (Meta.ordering): not its lock
+                .values_list("pk", flat=True)
+            )
+            if not still_ended:
+                continue
+            deleted.append(endpoint.pk)  # delete() forgets it
+            endpoint_delete(endpoint=endpoint)
     return deleted
 
 

@@ -9,7 +9,10 @@ time passes without a pull (a killed command; the dispatchers end it,
 deliveries/pull/expiry.py). Ending disables it, so no event fans out to it
 again, and its unfinished messages go dead at once (`listen_ended`): they
 never pile up. An ended session no longer counts against the endpoint
-quota and is deleted LISTEN_KEEP_ENDED_SECONDS later.
+quota and is deleted LISTEN_KEEP_ENDED_SECONDS later, or sooner when its
+merchant keeps more than LISTEN_KEEP_ENDED_MAX ended ones: a key that starts
+and ends sessions in a loop must not grow endpoint rows without bound (the
+quota no longer counts them, and the upkeep deletes a few a second).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from deliveries.models import Delivery, ErrorKind
 from endpoints import brokers
 from endpoints.health import pull_health_set
 from endpoints.models import Endpoint, Merchant
-from endpoints.services import endpoint_create
+from endpoints.services import endpoint_create, endpoint_delete
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +39,13 @@ ENDED_REASONS = {
     "portal": "listen session ended in the portal",
     "api": "listen session ended over the API",
 }
+# Ended sessions a merchant keeps for a look (GET, the portal, a 410 that
+# says why) before LISTEN_KEEP_ENDED_SECONDS pass; a start past it deletes
+# the oldest. At most ENDED_DELETES_PER_START per start: each start adds at
+# most one ended session, so two keep the count at the bound (plus the ones
+# ending meanwhile) while a start's own cost stays bounded.
+LISTEN_KEEP_ENDED_MAX = 20
+ENDED_DELETES_PER_START = 2
 
 
 def session_start(
@@ -66,7 +76,44 @@ def session_start(
             session_expires_at=now + timedelta(seconds=settings.LISTEN_IDLE_SECONDS),
             last_pulled_at=None,
         )
+        pruned = ended_sessions_prune(merchant_id=merchant.pk)
+    for endpoint_id in pruned:
+        logger.info(
+            "ended listen session deleted endpoint=%s: its merchant kept more "
+            "than LISTEN_KEEP_ENDED_MAX (%d) ended sessions",
+            endpoint_id,
+            LISTEN_KEEP_ENDED_MAX,
+            extra={"endpoint_id": endpoint_id},
+        )
     return endpoint
+
+
+def ended_sessions_prune(
+    *, merchant_id: int, limit: int = ENDED_DELETES_PER_START
+) -> list[str]:
+    """Delete, with their deliveries, the merchant's oldest ended sessions
+    beyond LISTEN_KEEP_ENDED_MAX, at most `limit`; their ids. Each is locked
+    SKIP LOCKED first: two starts at once (or a start and the upkeep's
+    ended_sessions_delete) never delete the same session, nor wait on each
+    other."""
+    ended = Endpoint.objects.filter(
+        merchant_id=merchant_id, listen_session=True, is_active=False
+    )
+    beyond = ended.count() - LISTEN_KEEP_ENDED_MAX
+    if beyond <= 0:
+        return []
+    with transaction.atomic():
+        oldest = list(
+            ended.select_for_update(skip_locked=True, of=("self",))
+            # Its own order, not Meta.ordering's join to the merchant, whose
+            # row must not be locked FOR UPDATE (every publish checks it).
+            .order_by("disabled_at", "pk")[: min(beyond, limit)]
+        )
+        deleted = []
+        for endpoint in oldest:
+            deleted.append(endpoint.pk)  # delete() forgets it
+            endpoint_delete(endpoint=endpoint)
+    return deleted
 
 
 def pull_touch(*, endpoint: Endpoint, now: datetime) -> None:

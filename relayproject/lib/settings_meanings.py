@@ -224,7 +224,8 @@ MEANINGS: dict[str, str] = {
     ),
     "LISTEN_KEEP_ENDED_SECONDS": (
         "how long an ended listen session (disabled, its unfinished messages "
-        "dead) is kept for a look before it is deleted with its deliveries"
+        "dead) is kept for a look before it is deleted with its deliveries; "
+        "a merchant keeps at most 20, older ones going at its next start"
     ),
     "RELAY_BROKER_HOSTS": (
         "comma-separated broker hosts that broker endpoints (RabbitMQ, NATS, "

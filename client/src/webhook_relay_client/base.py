@@ -147,6 +147,11 @@ class BaseClient:
             raise ApiError(
                 f"{answer.status} with a body that is not JSON", status=answer.status
             ) from None
+        except RecursionError:  # a hostile or broken relay's [[[[...]]]]
+            raise ApiError(
+                f"{answer.status} with JSON nested too deeply to read",
+                status=answer.status,
+            ) from None
 
     def _error(self, answer: Answer, retry_after: float | None) -> ApiError:
         if 300 <= answer.status < 400:

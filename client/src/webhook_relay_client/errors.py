@@ -106,6 +106,6 @@ def _problem(content_type: str, body: bytes) -> dict | None:
         return None
     try:
         problem: Any = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON; JSON nested too deeply
         return None
     return problem if isinstance(problem, dict) else None

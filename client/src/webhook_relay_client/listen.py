@@ -1,11 +1,16 @@
 """`listen`: forward a merchant's webhooks to a developer's own machine.
 
 A listen session is a temporary pull endpoint on the relay. The listener
-pulls its messages and POSTs each to a local URL with the headers and the
-exact body the relay signed, so the developer's handler verifies them with
-the session's secret as it would a real delivery. A 2xx is acked; anything
-else (an error status, a refused connection, a timeout) is nacked, and the
-relay retries it by the endpoint's retry policy.
+pulls its messages and POSTs each to a local URL with the webhook's headers
+and the exact body the relay signed, so the developer's handler verifies
+them with the session's secret as it would a real delivery. A 2xx is acked;
+anything else (an error status, a refused connection, a timeout) is nacked,
+and the relay retries it by the endpoint's retry policy.
+
+What the relay answers is input, not trusted: a message it sends malformed
+(a field of the wrong type, a header that cannot be sent) is nacked by its
+id, or skipped without one, on one line; an answer that cannot be read is
+waited out like a relay that cannot answer. Neither stops listening.
 
 One message at a time: each pull leases one, and it is acked or nacked as
 soon as its local answer is in. A batch would wait in its lease behind a slow
@@ -37,6 +42,7 @@ from webhook_relay_client.forwarding import (
     forward_url_check,
     header,
 )
+from webhook_relay_client.models import UnusableMessage
 
 PULL_LIMIT = 1  # messages per pull (see above: none waits in its lease)
 IDLE_WAITS = (0.25, 0.5, 1.0)  # seconds between empty pulls, then the last again
@@ -55,9 +61,15 @@ class ListenError(RelayError):
     the message says what happened, for a person to read."""
 
 
+def is_bad_answer(error: RelayError) -> bool:
+    """True when the relay said yes (a 2xx) in a body that cannot be read:
+    no refusal, so nothing to stop for."""
+    return isinstance(error, ApiError) and 200 <= error.status < 300
+
+
 def is_transient(error: RelayError) -> bool:
     """True when the relay could not answer now but may later."""
-    if isinstance(error, TransportError):
+    if isinstance(error, TransportError) or is_bad_answer(error):
         return True
     return isinstance(error, ApiError) and error.status in TRANSIENT_STATUSES
 
@@ -138,6 +150,13 @@ class Listener:
             except ListenError:
                 raise
             except RelayError as error:
+                if is_bad_answer(error) and not session_id:
+                    # Trying again would start another session for each try.
+                    raise ListenError(
+                        "the relay's answer to starting a listen session could not "
+                        f"be read ({error}); a session it started ends after its "
+                        "idle time"
+                    ) from None
                 doing = "attaching" if session_id else "starting a listen session"
                 self._relay_failed(error, doing)
                 continue
@@ -205,7 +224,7 @@ class Listener:
         """One pull, and every message it brought forwarded and answered;
         a wait when there was nothing or the relay could not answer."""
         try:
-            messages = self.client.messages_pull(
+            messages = self.client._messages_pull_checked(
                 self.merchant, self.session_id, limit=self.limit
             )
         except RelayError as error:
@@ -219,9 +238,12 @@ class Listener:
         self._idle = 0
         for n, message in enumerate(messages):
             if self.stopping.is_set():
-                self._give_back([m.id for m in messages[n:]])
+                self._give_back([m.id for m in messages[n:] if m.id is not None])
                 return
-            self.deliver(message)
+            if isinstance(message, UnusableMessage):
+                self.refuse(message)
+            else:
+                self.deliver(message)
 
     def deliver(self, message: Any) -> Forwarded:
         """Forward one message, print its line, and ack or nack it."""
@@ -246,6 +268,20 @@ class Listener:
         self._answer(message.id, acked=forwarded.ok)
         return forwarded
 
+    def refuse(self, message: UnusableMessage) -> None:
+        """A message the relay sent malformed, never forwarded: nacked when
+        it has an id (the relay spends an attempt on it, and retries or ends
+        it), else left to run out its lease."""
+        at = f"{self.clock():%Y-%m-%d %H:%M:%S}"
+        if message.id is None:
+            self.out(
+                f"{at}  unusable message without an id ({message.why})  -> skipped;"
+                " the relay hands it out again when its lease runs out"
+            )
+            return
+        self.out(f"{at}  unusable message {message.id} ({message.why})  -> nacked")
+        self._answer(message.id, acked=False)
+
     def _answer(self, message_id: str, *, acked: bool) -> None:
         verb = "ack" if acked else "nack"
         send = self.client.messages_ack if acked else self.client.messages_nack
@@ -254,6 +290,15 @@ class Listener:
                 answer = send(self.merchant, self.session_id, [message_id])
                 break
             except RelayError as error:
+                if is_bad_answer(error):
+                    # It may have taken the answer: sending it again would
+                    # read as a lease run out. Say what is known.
+                    self.out(
+                        f"  the relay's answer to the {verb} of {message_id} could "
+                        f"not be read ({error}); if the {verb} was not taken, the "
+                        "relay hands the message out again when its lease runs out"
+                    )
+                    return
                 if not is_transient(error):
                     self._refused(error, verb + "ing")
                 if wait is None:
@@ -276,6 +321,8 @@ class Listener:
     def _give_back(self, message_ids: list[str]) -> None:
         """Stopping with messages not yet forwarded: nack them, so they do not
         wait out their lease (the session's end then settles them)."""
+        if not message_ids:
+            return
         try:
             self.client.messages_nack(self.merchant, self.session_id, message_ids)
         except RelayError:
@@ -298,7 +345,15 @@ class Listener:
             self._refused(error, doing)
         if not self._relay_down:
             self._relay_down = True
-            self.out(f"The relay cannot answer ({error}); trying again until it does.")
+            if is_bad_answer(error):
+                self.out(
+                    f"The relay's answer could not be read ({error}); trying "
+                    "again until it can."
+                )
+            else:
+                self.out(
+                    f"The relay cannot answer ({error}); trying again until it does."
+                )
         asked = error.retry_after if isinstance(error, ApiError) else None
         self._wait(min(asked or self._relay_wait, RELAY_WAIT_MAX))
         self._relay_wait = min(self._relay_wait * 2, RELAY_WAIT_MAX)

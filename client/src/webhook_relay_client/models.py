@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Generic, TypeVar
 
+from webhook_relay_client.headers import headers_problem
+
 A = TypeVar("A", bound="_Answer")
 T = TypeVar("T")
 
@@ -36,7 +38,39 @@ class _Answer:
             else:
                 raise ValueError(f"the answer's {cls.__name__} lacks {f.name!r}")
             values[f.name] = _convert(cls.nested.get(f.name), raw)
+        cls.check(values)
         return cls(**values)
+
+    @classmethod
+    def check(cls, values: dict[str, Any]) -> None:
+        """ValueError when a field's value is not of its type. Checked where
+        a wrong type would crash the code that reads it (listen's answers);
+        the other answers are read as the API documents them."""
+
+
+def _strings(values: dict[str, Any], *names: str) -> None:
+    for name in names:
+        if not isinstance(values[name], str):
+            raise ValueError(f"{name!r} is not a string")
+
+
+def _string_lists(values: dict[str, Any], *names: str, may_be_null=False) -> None:
+    for name in names:
+        found = values[name]
+        if found is None and may_be_null:
+            continue
+        if not isinstance(found, list) or not all(isinstance(x, str) for x in found):
+            raise ValueError(f"{name!r} is not a list of strings")
+
+
+def usable_id(raw: Any) -> str | None:
+    """A pulled item's id if it can name the item in a nack and a printed
+    line (a short string of printable characters), else None."""
+    if isinstance(raw, Mapping):
+        found = raw.get("id")
+        if isinstance(found, str) and 0 < len(found) <= 255 and found.isprintable():
+            return found
+    return None
 
 
 def _convert(kind: Any, raw: Any) -> Any:
@@ -268,6 +302,28 @@ class Message(_Answer):
     body: str  # the exact body: its UTF-8 bytes are what the signature covers
     lease_expires_at: str
 
+    @classmethod
+    def check(cls, values: dict[str, Any]) -> None:
+        if usable_id(values) is None:
+            raise ValueError("its id is not a short printable string")
+        attempt = values["attempt"]
+        if not isinstance(attempt, int) or isinstance(attempt, bool) or attempt < 1:
+            raise ValueError("its attempt is not a whole number from 1")
+        problem = headers_problem(values["headers"])
+        if problem:
+            raise ValueError(problem)
+        _strings(values, "body", "lease_expires_at")
+
+
+@dataclass(frozen=True)
+class UnusableMessage:
+    """A pulled item that is not a usable Message (a field missing or of the
+    wrong type, a header that cannot be sent): `id` when it has one to nack
+    it by, else None; `why` says what is wrong with it."""
+
+    id: str | None
+    why: str
+
 
 @dataclass(frozen=True)
 class AckResult(_Answer):
@@ -276,11 +332,19 @@ class AckResult(_Answer):
     # its time: nothing changed for these.
     rejected: list[str]
 
+    @classmethod
+    def check(cls, values: dict[str, Any]) -> None:
+        _string_lists(values, "acked", "rejected")
+
 
 @dataclass(frozen=True)
 class NackResult(_Answer):
     nacked: list[str]
     rejected: list[str]
+
+    @classmethod
+    def check(cls, values: dict[str, Any]) -> None:
+        _string_lists(values, "nacked", "rejected")
 
 
 @dataclass(frozen=True)
@@ -299,6 +363,15 @@ class ListenSession(_Answer):
     ended_reason: str  # "" while live
     signing: str  # "v1" (HMAC with the secret), "v1a" (Ed25519) or "both"
     public_key: str | None  # whpk_...: checks the v1a signature; None with v1
+
+    @classmethod
+    def check(cls, values: dict[str, Any]) -> None:
+        if usable_id(values) is None:  # it goes into every later call's path
+            raise ValueError("its id is not a short printable string")
+        _strings(values, "state", "ended_reason", "signing")
+        _string_lists(values, "event_types", may_be_null=True)
+        if not isinstance(values.get("secret", ""), str):
+            raise ValueError("'secret' is not a string")
 
 
 @dataclass(frozen=True)
