@@ -12,11 +12,12 @@ W sync workers, started once per W) and a real dispatcher runs the whole
 time (it notices leases that run out; in a healthy run none does).
 
 Messages/s is the acked messages over the span from the first pull to the
-last ack; pull and ack latencies are each request as a consumer timed it;
-"empty pull" is a poll of the drained endpoint. CPU seconds are the gunicorn
-workers', their PostgreSQL backends', the dispatcher's and the consumers'
-own during the drain, and the load average is read when each run ends (the
-machine is shared).
+last ack; pull and ack latencies are each request as a consumer timed it.
+CPU seconds are the gunicorn workers', their PostgreSQL backends', the
+dispatcher's and the consumers' own during the drain. Then each consumer
+polls the drained endpoint 100 times, one pull after the other: what an
+idle consumer's poll costs, in latency and in web and PostgreSQL CPU per
+pull. The load average is read when each run ends (the machine is shared).
 
     .venv/bin/python -m bench.pull_bench                  # 10,000 events; 2 and 4 workers
     .venv/bin/python -m bench.pull_bench --quick          # 500 events, 2 workers
@@ -46,6 +47,7 @@ from bench.pull_processes import (
     WebServer,
     backend_pids,
     cpu_of,
+    cpu_spent,
     dispatcher_wait,
 )
 
@@ -66,7 +68,12 @@ class PullResult:
     pull_p95_ms: float | None = None
     ack_p50_ms: float | None = None
     ack_p95_ms: float | None = None
-    empty_p50_ms: float | None = None
+    # Polling the drained endpoint: each consumer's idle pulls one after the
+    # other, their latency and the CPU each cost the web workers and
+    # PostgreSQL (the dispatcher's backends, idle but for its upkeep, included).
+    idle_p50_ms: float | None = None
+    idle_web_cpu_ms: float | None = None
+    idle_db_cpu_ms: float | None = None
     # CPU seconds during the drain: gunicorn workers, their PostgreSQL
     # backends, the dispatcher, the consumers.
     web_cpu_s: float | None = None
@@ -152,7 +159,7 @@ def run_drain(
                     limit=LIMIT,
                 )
             )
-        drained, reports, cpu_before, cpu_after = drain(
+        drained, reports, cpu = drain(
             server,
             started,
             events=events,
@@ -173,7 +180,7 @@ def run_drain(
     if any(r is None for r in reports):
         result.notes.append("a consumer failed; see its stderr above")
     reports = [r for r in reports if r]
-    result_fill(result, reports=reports, before=cpu_before, after=cpu_after)
+    result_fill(result, reports=reports, cpu=cpu)
     if errors := attempt_errors():
         result.notes.append(f"failed attempts {errors}")
     return result
@@ -187,9 +194,11 @@ def drain(
     db_url: str,
     dispatcher: subprocess.Popen,
     timeout: float,
-) -> tuple[int, list[dict | None], tuple, tuple]:
-    """Start the consumers at once and wait for every delivery to succeed:
-    (succeeded, the consumers' reports, CPU seconds before and after)."""
+) -> tuple[int, list[dict | None], tuple[tuple, tuple, tuple]]:
+    """Start the consumers at once and wait for every delivery to succeed,
+    then let them poll the drained endpoint and stop: (succeeded, the
+    consumers' reports, CPU seconds before the drain, after it, after the
+    idle pulls)."""
     web, backends = server.worker_pids(), backend_pids(db_url)
     cpu_before = (cpu_of(web), cpu_of(backends), cpu_of([dispatcher.pid]))
     for consumer in started:
@@ -202,18 +211,16 @@ def drain(
     backends = sorted(set(backends) | set(backend_pids(db_url)))
     cpu_after = (cpu_of(web), cpu_of(backends), cpu_of([dispatcher.pid]))
     reports = [c.finish(timeout=60) for c in started]
-    return drained, reports, cpu_before, cpu_after
+    cpu_idle = (cpu_of(web), cpu_of(backends), cpu_of([dispatcher.pid]))
+    return drained, reports, (cpu_before, cpu_after, cpu_idle)
 
 
-def result_fill(
-    result: PullResult, *, reports: list[dict], before: tuple, after: tuple
-) -> None:
+def result_fill(result: PullResult, *, reports: list[dict], cpu: tuple) -> None:
     def p(values: list[float], q: float) -> float | None:
         return relay_bench.percentile(values, q) if values else None
 
     pulls = [ms for r in reports for ms in r["pull_ms"]]
     acks = [ms for r in reports for ms in r["ack_ms"]]
-    empty = [ms for r in reports for ms in r["empty_pull_ms"]]
     ids = [i for r in reports for i in r["ids"]]
     result.acked = sum(r["acked"] for r in reports)
     result.duplicates = len(ids) - len(set(ids))
@@ -224,10 +231,15 @@ def result_fill(
         result.rate = result.acked / result.wall if result.wall else 0.0
     result.pull_p50_ms, result.pull_p95_ms = p(pulls, 50), p(pulls, 95)
     result.ack_p50_ms, result.ack_p95_ms = p(acks, 50), p(acks, 95)
-    result.empty_p50_ms = p(empty, 50)
+    before, after, idle = cpu
     result.web_cpu_s, result.db_cpu_s, result.dispatcher_cpu_s = (
-        a - b for a, b in zip(after, before, strict=True)
+        cpu_spent(b, a) for a, b in zip(after, before, strict=True)
     )
+    idle_pulls = [ms for r in reports for ms in r["idle_pull_ms"]]
+    if idle_pulls:
+        result.idle_p50_ms = p(idle_pulls, 50)
+        result.idle_web_cpu_ms = cpu_spent(after[0], idle[0]) * 1000 / len(idle_pulls)
+        result.idle_db_cpu_ms = cpu_spent(after[1], idle[1]) * 1000 / len(idle_pulls)
     result.consumers_cpu_s = sum(r["cpu_s"] for r in reports)
     rejected = sum(r["rejected"] for r in reports)
     unverified = sum(r["unverified"] for r in reports)
@@ -252,15 +264,16 @@ def table(results: list[PullResult]) -> str:
         return "-" if v is None else f"{v:.1f}"
 
     lines = [
-        "| scenario | web workers | consumers | messages | acked | dups | messages/s | wall s | pull p50 / p95 ms | ack p50 / p95 ms | empty pull p50 ms | CPU s: web / PostgreSQL / dispatcher / consumers | load | notes |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|",
+        "| scenario | web workers | consumers | messages | acked | dups | messages/s | wall s | pull p50 / p95 ms | ack p50 / p95 ms | idle pull p50 ms, CPU ms web + PostgreSQL | CPU s: web / PostgreSQL / dispatcher / consumers | load | notes |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|---|",
     ]
     for r in results:
         lines.append(
             f"| {r.name} | {r.workers} | {r.consumers} | {r.events} | {r.acked} | "
             f"{r.duplicates} | {r.rate:.0f} | {r.wall:.1f} | "
             f"{ms(r.pull_p50_ms)} / {ms(r.pull_p95_ms)} | "
-            f"{ms(r.ack_p50_ms)} / {ms(r.ack_p95_ms)} | {ms(r.empty_p50_ms)} | "
+            f"{ms(r.ack_p50_ms)} / {ms(r.ack_p95_ms)} | "
+            f"{ms(r.idle_p50_ms)}, {ms(r.idle_web_cpu_ms)} + {ms(r.idle_db_cpu_ms)} | "
             f"{s(r.web_cpu_s)} / {s(r.db_cpu_s)} / {s(r.dispatcher_cpu_s)} / "
             f"{s(r.consumers_cpu_s)} | {r.load} | {'; '.join(r.notes)} |"
         )

@@ -128,17 +128,23 @@ class Consumer:
             self.proc.wait()
 
 
-def cpu_of(pids: list[int]) -> float:
-    """User + system CPU seconds so far of these processes (0 for one gone)."""
+def cpu_of(pids: list[int]) -> dict[int, float]:
+    """User + system CPU seconds so far of each of these processes still alive."""
     tick = os.sysconf("SC_CLK_TCK")
-    total = 0
+    seconds = {}
     for pid in pids:
         try:
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        total += int(fields[11]) + int(fields[12])
-    return total / tick
+        seconds[pid] = (int(fields[11]) + int(fields[12])) / tick
+    return seconds
+
+
+def cpu_spent(before: dict[int, float], after: dict[int, float]) -> float:
+    """CPU seconds between two readings: a process new since `before` counts
+    from its start; one gone by `after` is left out (its last part unknown)."""
+    return sum(seconds - before.get(pid, 0.0) for pid, seconds in after.items())
 
 
 def backend_pids(db_url: str) -> list[int]:

@@ -88,3 +88,14 @@ def test_the_client_wheel_installs_alone_and_verifies_the_servers_signature(
         json.dumps({"type": "order.paid", "data": {"n": 1}}),
         "tampered body refused",
     ]
+    # The console command the wheel installs: `listen` is there, and says
+    # what it needs without a relay to talk to.
+    command = subprocess.run(
+        [str(venv / "bin" / "webhook-relay-client"), "listen", "--help"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert command.returncode == 0, command.stderr
+    assert "--forward-to" in command.stdout
