@@ -60,9 +60,11 @@ def pull_health_set(
     endpoint: Endpoint,
     last_pulled_at: datetime | None | object = _UNCHANGED,
     session_expires_at: datetime | None | object = _UNCHANGED,
+    unless_pulled_since: datetime | None = None,
 ) -> None:
     """A pull endpoint's row (deliveries/pull/sessions.py): when a consumer
-    last pulled, and until when a listen session lives. Only those given."""
+    last pulled, and until when a listen session lives. Only those given;
+    nothing when it was last pulled at or after `unless_pulled_since`."""
     fields = {
         name: value
         for name, value in (
@@ -71,10 +73,16 @@ def pull_health_set(
         )
         if value is not _UNCHANGED
     }
-    if fields:
-        EndpointHealth.objects.filter(
-            merchant_id=endpoint.merchant_id, endpoint_id=endpoint.pk
-        ).update(**fields)
+    if not fields:
+        return
+    rows = EndpointHealth.objects.filter(
+        merchant_id=endpoint.merchant_id, endpoint_id=endpoint.pk
+    )
+    if unless_pulled_since is not None:
+        rows = rows.filter(
+            Q(last_pulled_at__isnull=True) | Q(last_pulled_at__lt=unless_pulled_since)
+        )
+    rows.update(**fields)
 
 
 # --- An outcome's effect on the breaker -------------------------------------

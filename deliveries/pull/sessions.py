@@ -32,6 +32,7 @@ from endpoints.services import endpoint_create, endpoint_delete
 
 logger = logging.getLogger(__name__)
 
+TOUCH_EVERY_SECONDS = 1.0  # pull_touch writes at most this often
 ENDED_BY = "listen"  # Endpoint.disabled_by of an ended session
 ENDED_REASONS = {
     "stopped": "listen session ended: its command stopped",
@@ -117,15 +118,21 @@ def ended_sessions_prune(
 
 
 def pull_touch(*, endpoint: Endpoint, now: datetime) -> None:
-    """A consumer pulled: note when, and keep a live session alive."""
+    """A consumer pulled: note when, and keep a live session alive. At most
+    once in TOUCH_EVERY_SECONDS: a consumer polling an empty endpoint several
+    times a second writes its row (and the WAL) once a second, not each time."""
+    recent = now - timedelta(seconds=TOUCH_EVERY_SECONDS)
     if endpoint.listen_session:
         pull_health_set(
             endpoint=endpoint,
             last_pulled_at=now,
             session_expires_at=now + timedelta(seconds=settings.LISTEN_IDLE_SECONDS),
+            unless_pulled_since=recent,
         )
     else:
-        pull_health_set(endpoint=endpoint, last_pulled_at=now)
+        pull_health_set(
+            endpoint=endpoint, last_pulled_at=now, unless_pulled_since=recent
+        )
 
 
 def session_is_live(endpoint: Endpoint) -> bool:
