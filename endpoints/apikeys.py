@@ -198,11 +198,15 @@ def merchant_acted_for(request: HttpRequest, merchant: Merchant) -> None:
 
 def visible_endpoint(request: HttpRequest, slug: str, endpoint_id: str) -> Endpoint:
     merchant = visible_merchant(request, slug)
+    # By its key alone: the model's ordering (merchant, then created_at)
+    # would join and sort for the one row the key names.
     endpoint = (
-        Endpoint.objects.select_related("merchant", "health")
+        Endpoint.objects.select_related("health")
         .filter(merchant=merchant, pk=endpoint_id)
+        .order_by()
         .first()
     )
     if endpoint is None:
         raise Http404(f"No endpoint {endpoint_id!r} for merchant {slug!r}.")
+    endpoint.merchant = merchant  # as just read, switched-off check and all
     return endpoint

@@ -58,15 +58,20 @@ def messages_lease(*, endpoint: Endpoint, limit: int, now: datetime) -> list[Mes
         return []
     lease_until = now + timedelta(seconds=visibility_seconds(endpoint))
     max_attempts = policy_in_force(endpoint).max_attempts
+    due = Delivery.objects.filter(
+        merchant_id=endpoint.merchant_id,
+        endpoint_id=endpoint.pk,
+        status__in=Delivery.Status.UNFINISHED,
+        next_attempt_at__lte=now,
+    )
+    # A lock-free look first, as the dispatchers' claim does: an idle
+    # consumer's poll of an empty endpoint is one read, not a transaction.
+    # Whatever it finds is read again under the locks below.
+    if not due.exists():
+        return []
     with transaction.atomic():
         rows = list(
-            Delivery.objects.select_for_update(skip_locked=True, of=("self",))
-            .filter(
-                merchant_id=endpoint.merchant_id,
-                endpoint_id=endpoint.pk,
-                status__in=Delivery.Status.UNFINISHED,
-                next_attempt_at__lte=now,
-            )
+            due.select_for_update(skip_locked=True, of=("self",))
             .order_by("next_attempt_at")
             .values(
                 "id",
