@@ -28,6 +28,10 @@ MANAGE = Path(__file__).resolve().parents[1] / "manage.py"
 BANNER_FILE = ".dev-banner.txt"
 READY_TIMEOUT = 60.0  # seconds for the dev server to answer /healthz
 READY_POLL = 0.1  # seconds between those tries
+# After Ctrl-C: how long web and dispatcher have to stop before they are
+# killed (a dispatcher lets its sends in flight finish first, each bounded by
+# HTTP_TIMEOUT_SECONDS).
+STOP_GRACE_SECONDS = 15.0
 # The dev server's request lines a person does not need to read: GETs of
 # the demo receiver's self-reloading page and of static files.
 QUIET_REQUESTS = re.compile(r'"GET /(?:static/|favicon\.ico|demo/receiver/)')
@@ -86,9 +90,28 @@ def main(host: str = "127.0.0.1", port: str = "8000") -> int:
         except ChildProcessError:
             break
     stop()
-    for child in children:
-        child.wait()
+    stopped_within(
+        {"run_dispatcher": children[0], "runserver": children[1]}, STOP_GRACE_SECONDS
+    )
     return 0
+
+
+def stopped_within(children: dict[str, subprocess.Popen], grace: float) -> None:
+    """Wait for the children to end; one still running after `grace` seconds
+    is killed, and said so: Ctrl-C always ends `make run`, and a child that
+    hangs on its way out is named instead of holding the terminal."""
+    deadline = time.monotonic() + grace
+    for name, child in children.items():
+        try:
+            child.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            print(
+                f"{name} did not stop within {grace:g} s; killed",
+                file=sys.stderr,
+                flush=True,
+            )
+            child.kill()
+            child.wait()
 
 
 def migrate(manage: list[str], env: dict[str, str]) -> bool:

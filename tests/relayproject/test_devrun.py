@@ -12,13 +12,14 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 from cryptography.fernet import Fernet
 
-from relayproject.devrun import BANNER_FILE, keep_line
+from relayproject.devrun import BANNER_FILE, keep_line, stopped_within
 
 pytestmark = pytest.mark.acceptance
 
@@ -136,3 +137,26 @@ def test_make_run_shows_its_banner_once_up_keeps_it_and_hides_demo_polling(devru
 )
 def test_only_polling_and_static_request_lines_are_left_out(line, kept):
     assert keep_line(line) is kept
+
+
+def test_a_child_that_does_not_stop_is_killed_and_named(capsys):
+    # Ignores SIGTERM, as a process hanging on its way out would.
+    stubborn = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN);"
+            " print('ready', flush=True); time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert stubborn.stdout.readline() == "ready\n"
+    stubborn.terminate()
+    started = time.monotonic()
+
+    stopped_within({"run_dispatcher": stubborn}, 1.0)
+
+    assert stubborn.returncode == -signal.SIGKILL
+    assert time.monotonic() - started < 10
+    assert "run_dispatcher did not stop within 1 s; killed" in capsys.readouterr().err
