@@ -35,6 +35,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -775,14 +776,20 @@ def drained_result(
 
 
 def results_report(
-    prefix: str, *, info: dict, args: argparse.Namespace, results: list[Result]
+    prefix: str,
+    *,
+    info: dict,
+    args: argparse.Namespace,
+    results: list,
+    table_of: Callable[[list], str] | None = None,
 ) -> Path:
-    """Print the machine line and the table, and keep them with the args in
+    """Print the machine line and the table (`table_of`, for a bench whose
+    results are not Result rows), and keep them with the args in
     OUT/<prefix>-<time>.json (every bench of the relay ends so)."""
     info["load_after"] = machine()["load_before"]
     print()
     print(" ".join(f"{k}={v}" for k, v in info.items()))
-    print(table(results))
+    print((table_of or table)(results))
     OUT.mkdir(exist_ok=True)
     stamp = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
     path = OUT / f"{prefix}-{stamp}.json"

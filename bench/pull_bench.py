@@ -29,13 +29,12 @@ Results go to stdout as a markdown table and to bench/out/pull-<time>.json.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -280,30 +279,6 @@ def table(results: list[PullResult]) -> str:
     return "\n".join(lines)
 
 
-def report(info: dict, args: argparse.Namespace, results: list[PullResult]) -> Path:
-    """The machine line and the table on stdout, and both with the args in
-    OUT/pull-<time>.json, as every bench of the relay ends."""
-    info["load_after"] = relay_bench.machine()["load_before"]
-    print()
-    print(" ".join(f"{k}={v}" for k, v in info.items()))
-    print(table(results))
-    relay_bench.OUT.mkdir(exist_ok=True)
-    stamp = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
-    path = relay_bench.OUT / f"pull-{stamp}.json"
-    path.write_text(
-        json.dumps(
-            {
-                "machine": info,
-                "args": vars(args),
-                "results": [asdict(r) for r in results],
-            },
-            indent=2,
-        )
-    )
-    print(f"\nwritten {path}")
-    return path
-
-
 def numbers(text: str) -> list[int]:
     return [int(n) for n in text.split(",") if n]
 
@@ -365,7 +340,9 @@ def main(argv: list[str] | None = None) -> int:
                     print(table(results[-1:]).splitlines()[-1], flush=True)
         finally:
             server.stop()
-    report(info, args, results)
+    relay_bench.results_report(
+        "pull", info=info, args=args, results=results, table_of=table
+    )
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     print(f"finished {stamp}")
     return 0 if all(r.acked == r.events and not r.notes for r in results) else 1
